@@ -1,0 +1,91 @@
+// attnjit: the runtime. Owns the NVRTC compiler, the disk cache of cubins, loaded kernels per
+// device, and the op instances built from (op name, config JSON).
+#pragma once
+#include <attnjit/error.hpp>
+#include <attnjit/plan.hpp>
+#include <attnjit/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnjit {
+
+// Every knob of the runtime. from_env() reads the ATTNJIT_* variables (listed in the README) in one
+// place; code may then override any field.
+struct RuntimeOptions {
+  std::string cache_dir;                  // ATTNJIT_CACHE_DIR; empty: $XDG_CACHE_HOME/attnjit, ~/.cache/attnjit
+  bool cache_read_only = false;           // ATTNJIT_CACHE_READONLY: load entries, never write
+  bool cache_disabled = false;            // ATTNJIT_CACHE_DISABLE: no disk cache at all (memory only)
+  std::uint64_t cache_max_bytes = 4ull << 30;  // ATTNJIT_CACHE_MAX_BYTES: LRU cap; 0 = unlimited
+  std::string lock_dir;                   // ATTNJIT_LOCK_DIR: per-key compile locks (node-local disk)
+  int lock_timeout_ms = 60000;            // ATTNJIT_LOCK_TIMEOUT_MS
+  bool no_jit = false;                    // ATTNJIT_NO_JIT: a cache miss is an error naming `attnjit warmup`
+  std::string dump_sources_dir;           // ATTNJIT_DUMP_SOURCES: write each compiled source there
+  bool lineinfo = false;                  // ATTNJIT_LINEINFO: compile with -lineinfo (changes the key)
+  std::string log_level = "warn";         // ATTNJIT_LOG_LEVEL: trace, debug, info, warn, error, off
+  std::string arch;                       // ATTNJIT_ARCH: compile target; empty: the device's, else sm_90a
+
+  static RuntimeOptions from_env();
+  // Applies the keys of a JSON object with the field names above (the C ABI's options_json).
+  static RuntimeOptions from_json(const nlohmann::json& j, RuntimeOptions base = from_env());
+  // The directory actually used (after the defaults above).
+  std::string resolved_cache_dir() const;
+};
+
+namespace detail {
+class RuntimeImpl;
+class OpInstance;
+}
+
+// One op instance: an op name plus its construction-time parameters (SPEC.md's parameter table, and
+// "impl": "kernel" | "reference", "backend": "auto" | "portable" | "hopper"). Construction checks run
+// when it is created. It keeps a map from static signature to plan, so plan() for a signature already
+// seen is a lookup.
+class Op {
+ public:
+  Op() = default;
+  explicit Op(std::shared_ptr<detail::OpInstance> impl) : impl_(std::move(impl)) {}
+  Plan plan(const TensorArgs& tensors) const;
+  void run(const TensorArgs& tensors, void* stream = nullptr) const { plan(tensors).execute(tensors, stream); }
+  const std::string& name() const;
+
+ private:
+  std::shared_ptr<detail::OpInstance> impl_;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options = RuntimeOptions::from_env());
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const RuntimeOptions& options() const;
+
+  // An op instance; instances are cached by (name, canonical config), so asking twice is cheap.
+  Op op(std::string_view name, const nlohmann::json& config = nlohmann::json::object());
+  Plan plan(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors) {
+    return op(name, config).plan(tensors);
+  }
+  void run(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors,
+           void* stream = nullptr) {
+    op(name, config).run(tensors, stream);
+  }
+
+  // The ops this build knows, by SPEC.md name.
+  static std::vector<std::string> op_names();
+
+  detail::RuntimeImpl& impl() { return *impl_; }
+
+ private:
+  std::shared_ptr<detail::RuntimeImpl> impl_;
+};
+
+// Library version string ("0.1.0").
+const char* version();
+
+}  // namespace attnjit

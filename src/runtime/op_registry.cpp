@@ -1,0 +1,95 @@
+#include "runtime/op_registry.hpp"
+
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+
+namespace attnjit::detail {
+
+std::string_view backend_name(Backend b) {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kPortable: return "portable";
+    case Backend::kHopper: return "hopper";
+  }
+  return "?";
+}
+
+ConfigReader::ConfigReader(std::string_view op, const nlohmann::json& config, std::vector<std::string> keys)
+    : op_(op), config_(config) {
+  if (!config.is_object()) throw InvalidArgument(fmt::format("{}: param: config: expected a JSON object, got {}", op, config.dump()));
+  keys.push_back("impl");
+  keys.push_back("backend");
+  for (const auto& [k, v] : config.items()) {
+    bool known = false;
+    for (const auto& allowed : keys) known = known || allowed == k;
+    if (!known) {
+      std::string list;
+      for (const auto& allowed : keys) list += (list.empty() ? "" : ", ") + allowed;
+      throw InvalidArgument(fmt::format("{}: param: {}: expected one of {}, got an unknown parameter", op, k, list));
+    }
+  }
+  std::string impl = get_string("impl", "kernel");
+  if (impl == "kernel") impl_ = Impl::kKernel;
+  else if (impl == "reference") impl_ = Impl::kReference;
+  else throw InvalidArgument(fmt::format("{}: param: impl: expected \"kernel\" or \"reference\", got \"{}\"", op, impl));
+  std::string backend = get_string("backend", "auto");
+  if (backend == "auto") backend_ = Backend::kAuto;
+  else if (backend == "portable") backend_ = Backend::kPortable;
+  else if (backend == "hopper") backend_ = Backend::kHopper;
+  else
+    throw InvalidArgument(
+        fmt::format("{}: param: backend: expected \"auto\", \"portable\" or \"hopper\", got \"{}\"", op, backend));
+}
+
+bool ConfigReader::get_bool(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!config_[key].is_boolean())
+    throw InvalidArgument(fmt::format("{}: param: {}: expected a boolean, got {}", op_, key, config_[key].dump()));
+  return config_[key].get<bool>();
+}
+
+double ConfigReader::get_number(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  if (!config_[key].is_number())
+    throw InvalidArgument(fmt::format("{}: param: {}: expected a number, got {}", op_, key, config_[key].dump()));
+  return config_[key].get<double>();
+}
+
+std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  if (!config_[key].is_string())
+    throw InvalidArgument(fmt::format("{}: param: {}: expected a string, got {}", op_, key, config_[key].dump()));
+  return config_[key].get<std::string>();
+}
+
+Plan OpInstance::plan(const TensorArgs& tensors) {
+  std::string sig = signature(tensors);
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto it = plans_.find(sig);
+    if (it != plans_.end()) return Plan(it->second);
+  }
+  // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
+  // concurrent builds of one kernel share a single compile.
+  auto p = build_plan(tensors);
+  std::lock_guard<std::mutex> g(mutex_);
+  return Plan(plans_.emplace(std::move(sig), std::move(p)).first->second);
+}
+
+const std::vector<OpDefinition>& op_definitions() {
+  static const std::vector<OpDefinition> defs = {
+      paged_kv_write_definition(),
+  };
+  return defs;
+}
+
+const OpDefinition& find_op(std::string_view name) {
+  for (const auto& d : op_definitions())
+    if (d.name == name) return d;
+  std::string known;
+  for (const auto& d : op_definitions()) known += (known.empty() ? "" : ", ") + d.name;
+  throw InvalidArgument(fmt::format("unknown op '{}'; known ops: {}", name, known));
+}
+
+}  // namespace attnjit::detail

@@ -1,0 +1,96 @@
+// The op framework: an OpDefinition per SPEC.md op (name, config keys, factory, warm-up matrix), an
+// OpInstance per (op, config) holding a signature -> plan map, and PlanImpl, what Plan wraps.
+#pragma once
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "attnjit/plan.hpp"
+#include "attnjit/tensor.hpp"
+#include "jit/kernel_spec.hpp"
+
+namespace attnjit::detail {
+
+class RuntimeImpl;
+
+enum class Impl { kKernel, kReference };
+enum class Backend { kAuto, kPortable, kHopper };
+std::string_view backend_name(Backend b);
+
+class PlanImpl {
+ public:
+  virtual ~PlanImpl() = default;
+  virtual void execute(const TensorArgs& tensors, void* stream) const = 0;
+  virtual std::string describe() const = 0;
+  virtual std::size_t workspace_bytes() const { return 0; }
+};
+
+// Reads an op's config JSON: rejects unknown keys (param) and wrong types, naming the key.
+class ConfigReader {
+ public:
+  ConfigReader(std::string_view op, const nlohmann::json& config, std::vector<std::string> keys);
+  bool get_bool(const std::string& key, bool fallback) const;
+  double get_number(const std::string& key, double fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  bool has(const std::string& key) const { return config_.contains(key) && !config_[key].is_null(); }
+  Impl impl() const { return impl_; }
+  Backend backend() const { return backend_; }
+
+ private:
+  std::string op_;
+  const nlohmann::json& config_;
+  Impl impl_ = Impl::kKernel;
+  Backend backend_ = Backend::kAuto;
+};
+
+class OpInstance {
+ public:
+  OpInstance(RuntimeImpl& rt, std::string name, Impl impl, Backend backend)
+      : rt_(rt), name_(std::move(name)), impl_(impl), backend_(backend) {}
+  virtual ~OpInstance() = default;
+
+  const std::string& name() const { return name_; }
+  Impl impl() const { return impl_; }
+  Backend backend() const { return backend_; }
+
+  // Validates the call, then returns the cached plan of its static signature (building it once).
+  Plan plan(const TensorArgs& tensors);
+  // Compile-only: the kernels a kernel plan for this call would launch on `arch`. Validates the
+  // call as a device call (addresses are only checked for alignment, never dereferenced).
+  virtual std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const = 0;
+
+ protected:
+  // Validates the call (as host or device tensors, by impl) and returns its static signature.
+  virtual std::string signature(const TensorArgs& tensors) const = 0;
+  virtual std::shared_ptr<const PlanImpl> build_plan(const TensorArgs& tensors) = 0;
+
+  RuntimeImpl& rt_;
+  std::string name_;
+  Impl impl_;
+  Backend backend_;
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const PlanImpl>> plans_;
+};
+
+struct OpDefinition {
+  std::string name;
+  std::function<std::shared_ptr<OpInstance>(RuntimeImpl& rt, const nlohmann::json& config)> create;
+  // Every kernel the op can select that the warm-up precompiles for `arch`.
+  std::function<std::vector<jit::KernelSpec>(const std::string& arch)> default_matrix;
+};
+
+const std::vector<OpDefinition>& op_definitions();
+// Throws InvalidArgument "unknown op '<name>'; known ops: ..." for a name the build does not know.
+const OpDefinition& find_op(std::string_view name);
+
+// Defined by each op family (src/ops/<family>/).
+OpDefinition paged_kv_write_definition();
+
+}  // namespace attnjit::detail

@@ -1,0 +1,92 @@
+// RuntimeOptions: the one place that reads ATTNJIT_* environment variables.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "attnjit/runtime.hpp"
+
+namespace attnjit {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+bool parse_bool(const char* name, const char* v) {
+  std::string s(v);
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  throw InvalidArgument(fmt::format("environment: {}: expected 0/1/true/false, got '{}'", name, s));
+}
+
+std::uint64_t parse_bytes(const char* name, const char* v) {
+  // Accepts a plain integer or one with a K/M/G suffix (powers of 1024).
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  std::string suffix(end ? end : "");
+  std::uint64_t mul = 1;
+  if (suffix == "K" || suffix == "KiB") mul = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
+  else if (!suffix.empty() || end == v)
+    throw InvalidArgument(fmt::format("environment: {}: expected a byte count such as 4294967296 or 4G, got '{}'", name, v));
+  return n * mul;
+}
+
+}  // namespace
+
+RuntimeOptions RuntimeOptions::from_env() {
+  RuntimeOptions o;
+  if (auto v = env("ATTNJIT_CACHE_DIR")) o.cache_dir = v;
+  if (auto v = env("ATTNJIT_CACHE_READONLY")) o.cache_read_only = parse_bool("ATTNJIT_CACHE_READONLY", v);
+  if (auto v = env("ATTNJIT_CACHE_DISABLE")) o.cache_disabled = parse_bool("ATTNJIT_CACHE_DISABLE", v);
+  if (auto v = env("ATTNJIT_CACHE_MAX_BYTES")) o.cache_max_bytes = parse_bytes("ATTNJIT_CACHE_MAX_BYTES", v);
+  if (auto v = env("ATTNJIT_LOCK_DIR")) o.lock_dir = v;
+  if (auto v = env("ATTNJIT_LOCK_TIMEOUT_MS")) o.lock_timeout_ms = std::atoi(v);
+  if (auto v = env("ATTNJIT_NO_JIT")) o.no_jit = parse_bool("ATTNJIT_NO_JIT", v);
+  if (auto v = env("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
+  if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
+  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
+  if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
+  return o;
+}
+
+RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions o) {
+  if (j.is_null()) return o;
+  if (!j.is_object()) throw InvalidArgument(fmt::format("options: expected a JSON object, got {}", j.dump()));
+  for (const auto& [k, v] : j.items()) {
+    try {
+      if (k == "cache_dir") o.cache_dir = v.get<std::string>();
+      else if (k == "cache_read_only") o.cache_read_only = v.get<bool>();
+      else if (k == "cache_disabled") o.cache_disabled = v.get<bool>();
+      else if (k == "cache_max_bytes") o.cache_max_bytes = v.get<std::uint64_t>();
+      else if (k == "lock_dir") o.lock_dir = v.get<std::string>();
+      else if (k == "lock_timeout_ms") o.lock_timeout_ms = v.get<int>();
+      else if (k == "no_jit") o.no_jit = v.get<bool>();
+      else if (k == "dump_sources_dir") o.dump_sources_dir = v.get<std::string>();
+      else if (k == "lineinfo") o.lineinfo = v.get<bool>();
+      else if (k == "log_level") o.log_level = v.get<std::string>();
+      else if (k == "arch") o.arch = v.get<std::string>();
+      else
+        throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
+                                          "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
+                                          "dump_sources_dir, lineinfo, log_level, arch, got an unknown key", k));
+    } catch (const nlohmann::json::exception&) {
+      throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));
+    }
+  }
+  return o;
+}
+
+std::string RuntimeOptions::resolved_cache_dir() const {
+  if (!cache_dir.empty()) return cache_dir;
+  if (std::string(ATTNJIT_DEFAULT_CACHE_DIR).size()) return ATTNJIT_DEFAULT_CACHE_DIR;
+  if (auto v = env("XDG_CACHE_HOME")) return (std::filesystem::path(v) / "attnjit").string();
+  if (auto v = env("HOME")) return (std::filesystem::path(v) / ".cache" / "attnjit").string();
+  return (std::filesystem::temp_directory_path() / "attnjit-cache").string();
+}
+
+}  // namespace attnjit

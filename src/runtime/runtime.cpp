@@ -1,0 +1,119 @@
+#include <fmt/format.h>
+
+#include "attnjit/runtime.hpp"
+#include "jit/cuda_driver.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit {
+
+namespace detail {
+
+namespace {
+jit::KernelCacheSettings cache_settings(const RuntimeOptions& o) {
+  jit::KernelCacheSettings s;
+  if (!o.cache_disabled) {
+    jit::DiskCache::Settings d;
+    d.dir = o.resolved_cache_dir();
+    d.read_only = o.cache_read_only;
+    d.max_bytes = o.cache_max_bytes;
+    d.lock_dir = o.lock_dir;
+    d.lock_timeout_ms = o.lock_timeout_ms;
+    s.disk = d;
+  }
+  s.no_jit = o.no_jit;
+  s.compile.lineinfo = o.lineinfo;
+  s.compile.dump_sources_dir = o.dump_sources_dir;
+  return s;
+}
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(RuntimeOptions options) : options_(std::move(options)) {
+  set_log_level(options_.log_level);
+  kernels_ = std::make_unique<jit::KernelCache>(cache_settings(options_));
+}
+
+std::string RuntimeImpl::arch_for_device(int device) {
+  if (!options_.arch.empty()) return options_.arch;
+  std::lock_guard<std::mutex> g(mutex_);
+  auto it = device_facts_.find(device);
+  if (it != device_facts_.end()) return it->second.first;
+  const auto& drv = jit::CudaDriver::get();
+  drv.require("device arch");
+  CUdevice dev{};
+  drv.check(drv.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int sms = 0;
+  drv.check(drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
+  auto [pos, _] = device_facts_.emplace(device, std::make_pair(drv.device_arch(device), sms));
+  return pos->second.first;
+}
+
+std::string RuntimeImpl::default_arch() {
+  if (!options_.arch.empty()) return options_.arch;
+  if (jit::CudaDriver::get().available() && jit::CudaDriver::get().device_count() > 0) return arch_for_device(0);
+  return "sm_90a";
+}
+
+int RuntimeImpl::sm_count(int device) {
+  arch_for_device(device);  // fills device_facts_
+  std::lock_guard<std::mutex> g(mutex_);
+  auto it = device_facts_.find(device);
+  if (it != device_facts_.end()) return it->second.second;
+  // options_.arch was set, so the facts were not read yet.
+  const auto& drv = jit::CudaDriver::get();
+  drv.require("SM count");
+  CUdevice dev{};
+  drv.check(drv.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int sms = 0;
+  drv.check(drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
+  device_facts_.emplace(device, std::make_pair(drv.device_arch(device), sms));
+  return sms;
+}
+
+std::shared_ptr<OpInstance> RuntimeImpl::op(std::string_view name, const nlohmann::json& config) {
+  std::string cache_key = fmt::format("{}\n{}", name, config.dump());
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto it = ops_.find(cache_key);
+    if (it != ops_.end()) return it->second;
+  }
+  auto instance = find_op(name).create(*this, config);
+  std::lock_guard<std::mutex> g(mutex_);
+  return ops_.emplace(std::move(cache_key), std::move(instance)).first->second;
+}
+
+}  // namespace detail
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<detail::RuntimeImpl>(std::move(options))) {}
+Runtime::~Runtime() = default;
+const RuntimeOptions& Runtime::options() const { return impl_->options(); }
+
+Op Runtime::op(std::string_view name, const nlohmann::json& config) { return Op(impl_->op(name, config)); }
+
+std::vector<std::string> Runtime::op_names() {
+  std::vector<std::string> names;
+  for (const auto& d : detail::op_definitions()) names.push_back(d.name);
+  return names;
+}
+
+Plan Op::plan(const TensorArgs& tensors) const {
+  if (!impl_) throw InvalidArgument("op: expected an op from Runtime::op(), got an empty Op");
+  return impl_->plan(tensors);
+}
+
+const std::string& Op::name() const {
+  static const std::string empty;
+  return impl_ ? impl_->name() : empty;
+}
+
+void Plan::execute(const TensorArgs& tensors, void* stream) const {
+  if (!impl_) throw InvalidArgument("plan: expected a plan from Op::plan(), got an empty Plan");
+  impl_->execute(tensors, stream);
+}
+
+std::string Plan::describe() const { return impl_ ? impl_->describe() : std::string("(empty plan)"); }
+std::size_t Plan::workspace_bytes() const { return impl_ ? impl_->workspace_bytes() : 0; }
+
+const char* version() { return ATTNJIT_VERSION; }
+
+}  // namespace attnjit

@@ -1,0 +1,350 @@
+// `attnjit bench`: the runtime's own costs (cold compile, cached load in a fresh process, plan() hit,
+// execute() overhead over a bare launch) and op bandwidth beside its ceiling, measured in one run.
+// A benchmark, never a test: it prints figures and asserts nothing.
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "attnjit/runtime.hpp"
+#include "cli_commands.hpp"
+#include "device_buffer.hpp"
+#include "jit/cuda_driver.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "kv_cache/paged_kv_write_params.cuh"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string json_out;
+  int reps = 20;
+  double gib = 1.0;
+  std::string probe;  // internal: the fresh-process load probe
+};
+
+struct Row {
+  std::string what, value, note;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+// A GPU timer over `reps` launches of f after `warmup` launches: median milliseconds per launch.
+template <typename F>
+double time_ms(int warmup, int reps, F&& f) {
+  const auto& drv = jit::CudaDriver::get();
+  CUevent a, b;
+  drv.check(drv.cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+  drv.check(drv.cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    drv.check(drv.cuEventRecord(a, nullptr), "cuEventRecord");
+    f();
+    drv.check(drv.cuEventRecord(b, nullptr), "cuEventRecord");
+    drv.check(drv.cuEventSynchronize(b), "cuEventSynchronize");
+    float t = 0;
+    drv.check(drv.cuEventElapsedTime(&t, a, b), "cuEventElapsedTime");
+    ms.push_back(t);
+  }
+  drv.cuEventDestroy(a);
+  drv.cuEventDestroy(b);
+  return median(ms);
+}
+
+// A small paged_kv_write problem with device tensors (bf16 -> cache dtype, H, D=128, page size 16).
+struct KvWriteProblem {
+  int64_t N, H, D = 128, PS = 16, NP;
+  DType cache;
+  DeviceBuffer k, v, kp, vp, slots, scale;
+  TensorArgs args;
+
+  KvWriteProblem(int64_t n, int64_t h, DType cache_dtype) : N(n), H(h), NP((n + 15) / 16), cache(cache_dtype) {
+    const size_t row = static_cast<size_t>(H * D);
+    const size_t cache_es = static_cast<size_t>(dtype_size(cache));
+    k = DeviceBuffer(N * row * 2);
+    v = DeviceBuffer(N * row * 2);
+    kp = DeviceBuffer(NP * PS * row * cache_es);
+    vp = DeviceBuffer(NP * PS * row * cache_es);
+    slots = DeviceBuffer(N * 8);
+    scale = DeviceBuffer(4);
+    std::mt19937_64 rng(42);
+    // Random data (never zeros): a host pattern of random bf16 values repeated over the buffer.
+    std::vector<uint8_t> pattern(std::min<size_t>(N * row * 2, 64ull << 20));
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      float f = u(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      pattern[i] = static_cast<uint8_t>(bits >> 16);
+      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+    fill(k, pattern);
+    fill(v, pattern);
+    // Pages in random order, slots sequential inside a page: what a serving engine's allocator gives.
+    std::vector<int64_t> pages(static_cast<size_t>(NP));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    std::vector<int64_t> s(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) s[i] = pages[i / PS] * PS + i % PS;
+    slots.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(s.data()), reinterpret_cast<uint8_t*>(s.data()) + N * 8));
+    float sc = 0.5f;
+    scale.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&sc), reinterpret_cast<uint8_t*>(&sc) + 4));
+    const Device dev{DeviceKind::kCUDA, 0};
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, {N, H, D}, dev));
+    args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, {N, H, D}, dev));
+    args.set("k_pages", TensorRef::contiguous(kp.data(), cache, {NP, PS, H, D}, dev));
+    args.set("v_pages", TensorRef::contiguous(vp.data(), cache, {NP, PS, H, D}, dev));
+    args.set("slot_mapping", TensorRef::contiguous(slots.data(), DType::kI64, {N}, dev));
+    if (cache == DType::kE4M3) {
+      args.set("k_scale", TensorRef::contiguous(scale.data(), DType::kF32, {1}, dev));
+      args.set("v_scale", TensorRef::contiguous(scale.data(), DType::kF32, {1}, dev));
+    }
+  }
+  static void fill(DeviceBuffer& b, const std::vector<uint8_t>& pattern) {
+    const auto& drv = jit::CudaDriver::get();
+    size_t done = 0;
+    while (done < b.bytes()) {
+      size_t n = std::min(pattern.size(), b.bytes() - done);
+      drv.check(drv.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(b.data()) + done, pattern.data(), n), "cuMemcpyHtoD");
+      done += n;
+    }
+  }
+  double bytes_moved() const {
+    return double(N) * H * D * (2 * 2 + 2 * dtype_size(cache)) + N * 8.0;
+  }
+};
+
+void cold_compile(std::vector<Row>& rows) {
+  // A fresh compiler per kernel, no cache: NVRTC's full cost.
+  jit::NvrtcCompiler compiler;
+  std::vector<double> secs;
+  std::string slowest;
+  double worst = 0;
+  for (const auto& def : detail::op_definitions()) {
+    for (const auto& spec : def.default_matrix("sm_90a")) {
+      auto r = compiler.compile(spec);
+      secs.push_back(r.seconds);
+      if (r.seconds > worst) worst = r.seconds, slowest = spec.describe();
+    }
+  }
+  rows.push_back({"cold compile, median over the warm-up matrix", fmt::format("{:.3f} s", median(secs)),
+                  fmt::format("{} kernels; slowest {:.3f} s ({})", secs.size(), worst, slowest)});
+}
+
+// Runs this binary again as a fresh process that loads one cached kernel and reports its timings.
+void fresh_process_load(std::vector<Row>& rows, bool gpu) {
+  char exe[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  std::string cmd = fmt::format("'{}' bench --probe {}", exe, gpu ? "gpu" : "disk");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return;
+  char buf[512] = {};
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  double disk_us = 0, ready_us = 0, runtime_us = 0;
+  std::sscanf(out.c_str(), "probe runtime_us=%lf disk_us=%lf ready_us=%lf", &runtime_us, &disk_us, &ready_us);
+  rows.push_back({"fresh process: Runtime constructed", fmt::format("{:.0f} us", runtime_us), "options, cache dir, NVRTC version"});
+  rows.push_back({"fresh process: cached cubin read + verified", fmt::format("{:.0f} us", disk_us), "manifest, sha256 of the cubin"});
+  if (gpu)
+    rows.push_back({"fresh process: plan() ready (kernel loaded)", fmt::format("{:.0f} us", ready_us),
+                    "first plan: cache read + cuModuleLoadData + attributes (driver already initialised)"});
+}
+
+int probe(const std::string& mode) {
+  auto t0 = Clock::now();
+  Runtime rt;
+  const double runtime_us = us_since(t0);
+  const auto spec = detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch())[0];
+  auto t1 = Clock::now();
+  auto c = rt.impl().kernels().compiled(spec);
+  const double disk_us = us_since(t1);
+  double ready_us = 0;
+  if (mode == "gpu") {
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(0);
+    KvWriteProblem prob(16, 1, DType::kBF16);
+    auto t2 = Clock::now();
+    Plan plan = rt.op("paged_kv_write").plan(prob.args);
+    ready_us = us_since(t2);
+  }
+  fmt::print("probe runtime_us={:.1f} disk_us={:.1f} ready_us={:.1f} from_disk={}\n", runtime_us, disk_us, ready_us,
+             c->from_disk);
+  return 0;
+}
+
+void plan_hit(std::vector<Row>& rows, Runtime& rt, const TensorArgs& args, const nlohmann::json& config) {
+  Op op = rt.op("paged_kv_write", config);
+  op.plan(args);
+  constexpr int kIters = 200000;
+  auto t0 = Clock::now();
+  for (int i = 0; i < kIters; ++i) {
+    Plan p = op.plan(args);
+    asm volatile("" ::"r"(&p) : "memory");
+  }
+  rows.push_back({"Op::plan() in-memory hit", fmt::format("{:.2f} us", us_since(t0) / kIters),
+                  "validate + signature + map lookup (target < 2 us)"});
+  t0 = Clock::now();
+  for (int i = 0; i < kIters / 10; ++i) {
+    Plan p = rt.plan("paged_kv_write", config, args);
+    asm volatile("" ::"r"(&p) : "memory");
+  }
+  rows.push_back({"Runtime::plan(name, config) hit", fmt::format("{:.2f} us", us_since(t0) / (kIters / 10)),
+                  "adds the op-instance lookup by (name, config JSON)"});
+}
+
+void execute_overhead(std::vector<Row>& rows, Runtime& rt) {
+  const auto& drv = jit::CudaDriver::get();
+  KvWriteProblem prob(1, 1, DType::kBF16);
+  Plan plan = rt.op("paged_kv_write").plan(prob.args);
+  // The bare launch: the same kernel of the plan, params prepared once.
+  auto spec = rt.impl().op("paged_kv_write", nlohmann::json::object())->kernels_for(prob.args, rt.impl().arch_for_device(0))[0];
+  auto kernel = rt.impl().kernels().loaded(spec, 0);
+  kernels::PagedKvWriteParams p{};
+  p.k = prob.k.data();
+  p.v = prob.v.data();
+  p.k_pages = prob.kp.data();
+  p.v_pages = prob.vp.data();
+  p.slot_mapping = static_cast<const long long*>(prob.slots.data());
+  p.num_tokens = 1;
+  p.num_heads = 1;
+  p.page_size = 16;
+  p.slot_stride = 1;
+  p.k_stride_n = p.v_stride_n = 128;
+  p.k_stride_h = p.v_stride_h = 128;
+  p.kp_stride_page = p.vp_stride_page = 16 * 128;
+  p.kp_stride_slot = p.vp_stride_slot = 128;
+  p.kp_stride_h = p.vp_stride_h = 128;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 256;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  void* params[] = {&p};
+  constexpr int kBatch = 256, kBatches = 40;
+  auto measure = [&](auto&& launch) {
+    std::vector<double> per;
+    for (int b = 0; b < kBatches + 4; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < kBatch; ++i) launch();
+      const double us = us_since(t0) / kBatch;
+      drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      if (b >= 4) per.push_back(us);
+    }
+    return median(per);
+  };
+  const double bare = measure([&] { drv.cuLaunchKernelEx(&cfg, kernel->function, params, nullptr); });
+  const double exec = measure([&] { plan.execute(prob.args, nullptr); });
+  rows.push_back({"bare cuLaunchKernelEx (host)", fmt::format("{:.2f} us", bare), "median per launch, batches of 256"});
+  rows.push_back({"Plan::execute() (host)", fmt::format("{:.2f} us", exec),
+                  fmt::format("overhead {:+.2f} us over the bare launch (target < 1 us)", exec - bare)});
+}
+
+void kv_write_bandwidth(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  const auto& drv = jit::CudaDriver::get();
+  const int64_t H = 8, D = 128;
+  const int64_t N = static_cast<int64_t>(a.gib * (1ull << 30) / (2.0 * H * D * 2));  // k + v = `gib` GiB
+  // The ceiling: a device-to-device copy of the same bytes, in this run.
+  {
+    DeviceBuffer src(static_cast<size_t>(N * H * D * 2 * 2)), dst(static_cast<size_t>(N * H * D * 2 * 2));
+    const double ms = time_ms(3, a.reps, [&] {
+      drv.check(drv.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data()), reinterpret_cast<CUdeviceptr>(src.data()),
+                                      src.bytes(), nullptr), "cuMemcpyDtoDAsync");
+    });
+    const double gbs = 2.0 * src.bytes() / (ms * 1e-3) / 1e9;
+    rows.push_back({fmt::format("device copy {:.2f} GiB (ceiling)", src.bytes() / double(1ull << 30)),
+                    fmt::format("{:.0f} GB/s", gbs), "read + written; GPU.md's figure: 4276 GB/s"});
+    out["copy_gbs"] = gbs;
+  }
+  for (DType cache : {DType::kBF16, DType::kE4M3}) {
+    KvWriteProblem prob(N, H, cache);
+    Plan plan = rt.op("paged_kv_write").plan(prob.args);
+    const double ms = time_ms(3, a.reps, [&] { plan.execute(prob.args, nullptr); });
+    const double gbs = prob.bytes_moved() / (ms * 1e-3) / 1e9;
+    const double copy = out.value("copy_gbs", 0.0);
+    rows.push_back({fmt::format("paged_kv_write bf16->{} N={} H={} D={} PS=16", dtype_name(cache), N, H, D),
+                    fmt::format("{:.0f} GB/s", gbs),
+                    fmt::format("{:.3f} ms, {:.1f}% of the copy measured here", ms, copy > 0 ? 100 * gbs / copy : 0)});
+    out[fmt::format("paged_kv_write_{}_gbs", dtype_name(cache))] = gbs;
+  }
+}
+
+int run_bench(const BenchArgs& a) {
+  if (!a.probe.empty()) return probe(a.probe);
+  std::vector<Row> rows;
+  nlohmann::json out;
+  const auto& drv = jit::CudaDriver::get();
+  const bool gpu = drv.available() && drv.device_count() > 0;
+  cold_compile(rows);
+  {
+    // Make sure the probe's kernels are cached, then measure a fresh process loading one.
+    Runtime rt;
+    for (const auto& spec : detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch()))
+      rt.impl().kernels().compiled(spec);
+  }
+  fresh_process_load(rows, gpu);
+  if (gpu) {
+    drv.bind_device(0);
+    Runtime rt;
+    KvWriteProblem small(64, 8, DType::kBF16);
+    plan_hit(rows, rt, small.args, nlohmann::json::object());
+    execute_overhead(rows, rt);
+    kv_write_bandwidth(rows, rt, a, out);
+  } else {
+    // Without a GPU, plan() on the reference path still measures validation + signature + lookup.
+    Runtime rt;
+    std::vector<uint16_t> k(64 * 8 * 128), pool(8 * 16 * 8 * 128);
+    std::vector<int64_t> slots(64);
+    std::iota(slots.begin(), slots.end(), 0);
+    TensorArgs args;
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, {64, 8, 128}, {}));
+    args.set("v", TensorRef::contiguous(k.data(), DType::kBF16, {64, 8, 128}, {}));
+    args.set("k_pages", TensorRef::contiguous(pool.data(), DType::kBF16, {8, 16, 8, 128}, {}));
+    args.set("v_pages", TensorRef::contiguous(pool.data(), DType::kBF16, {8, 16, 8, 128}, {}));
+    args.set("slot_mapping", TensorRef::contiguous(slots.data(), DType::kI64, {64}, {}));
+    plan_hit(rows, rt, args, nlohmann::json{{"impl", "reference"}});
+    rows.push_back({"GPU figures", "skipped", drv.available() ? "no device" : drv.unavailable_reason()});
+  }
+  size_t w0 = 0, w1 = 0;
+  for (const auto& r : rows) w0 = std::max(w0, r.what.size()), w1 = std::max(w1, r.value.size());
+  fmt::print("\n{:<{}}  {:>{}}  {}\n", "measure", w0, "value", w1, "note");
+  for (const auto& r : rows) {
+    fmt::print("{:<{}}  {:>{}}  {}\n", r.what, w0, r.value, w1, r.note);
+    out["rows"].push_back({{"what", r.what}, {"value", r.value}, {"note", r.note}});
+  }
+  if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure compile/load/plan/execute costs and op bandwidth (GPU figures need a GPU)");
+  cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
+  cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
+  cmd->add_option("--gib", args->gib, "GiB of k+v tokens for the paged_kv_write bandwidth run");
+  cmd->add_option("--probe", args->probe, "(internal) fresh-process load probe: disk or gpu")->group("");
+  cmd->callback([args] {
+    int rc = run_bench(*args);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace attnjit::cli

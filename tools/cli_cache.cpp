@@ -1,0 +1,154 @@
+// `attnjit cache ls|verify|prune|clear` and `attnjit info`.
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <chrono>
+
+#include "attnjit/runtime.hpp"
+#include "cli_commands.hpp"
+#include "jit/cuda_driver.hpp"
+#include "jit/embedded_templates.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+jit::DiskCache& disk_of(Runtime& rt) {
+  auto* disk = rt.impl().kernels().disk();
+  if (!disk) throw CacheError("the disk cache is disabled (ATTNJIT_CACHE_DISABLE)");
+  return *disk;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", b / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.2f} MiB", b / double(1ull << 20));
+  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", b / double(1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+std::string age(std::filesystem::file_time_type t) {
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::filesystem::file_time_type::clock::now() - t).count();
+  if (secs < 120) return fmt::format("{} s ago", secs);
+  if (secs < 7200) return fmt::format("{} min ago", secs / 60);
+  if (secs < 172800) return fmt::format("{} h ago", secs / 3600);
+  return fmt::format("{} d ago", secs / 86400);
+}
+
+int cache_ls() {
+  Runtime rt;
+  auto& disk = disk_of(rt);
+  auto entries = disk.list(false);
+  std::uint64_t total = 0;
+  fmt::print("{:<64}  {:<16}  {:>10}  {}\n", "kernel", "key", "size", "last used");
+  for (const auto& e : entries) {
+    fmt::print("{:<64}  {:<16}  {:>10}  {}\n", e.describe.empty() ? "(no manifest)" : e.describe, e.key.substr(0, 16),
+               human_bytes(e.bytes), age(e.last_used));
+    total += e.bytes;
+  }
+  fmt::print("{} entries, {} in {}\n", entries.size(), human_bytes(total), disk.dir().string());
+  return 0;
+}
+
+int cache_verify(bool fix) {
+  Runtime rt;
+  auto& disk = disk_of(rt);
+  int bad = 0;
+  auto entries = disk.list(true);
+  for (const auto& e : entries) {
+    if (e.problem.empty()) continue;
+    ++bad;
+    fmt::print("BAD {} ({}): {}{}\n", e.key.substr(0, 16), e.describe, e.problem, fix ? " -> removed" : "");
+    if (fix) disk.remove(e.key);
+  }
+  fmt::print("verified {} entries: {} ok, {} bad\n", entries.size(), entries.size() - bad, bad);
+  return bad && !fix ? 1 : 0;
+}
+
+int cache_prune(std::uint64_t max_bytes) {
+  Runtime rt;
+  auto& disk = disk_of(rt);
+  const std::uint64_t cap = max_bytes ? max_bytes : rt.options().cache_max_bytes;
+  const std::size_t removed = disk.prune(cap);
+  fmt::print("pruned {} entries; {} remain under the cap of {}\n", removed, human_bytes(disk.total_bytes()), human_bytes(cap));
+  return 0;
+}
+
+int cache_clear() {
+  Runtime rt;
+  auto& disk = disk_of(rt);
+  fmt::print("removed {} entries from {}\n", disk.clear(), disk.dir().string());
+  return 0;
+}
+
+int info() {
+  Runtime rt;
+  const auto& o = rt.options();
+  fmt::print("attnjit {}\n", version());
+  fmt::print("NVRTC {}\n", jit::NvrtcCompiler::version());
+  fmt::print("templates sha256 {} ({} files)\n", jit::embedded_templates_sha256(), jit::embedded_templates().size());
+  const auto& drv = jit::CudaDriver::get();
+  if (!drv.available()) {
+    fmt::print("CUDA driver: none ({})\n", drv.unavailable_reason());
+  } else {
+    fmt::print("CUDA driver: {}.{}, {} device(s)\n", drv.driver_version() / 1000, (drv.driver_version() % 1000) / 10,
+               drv.device_count());
+    for (int i = 0; i < drv.device_count(); ++i) {
+      CUdevice dev{};
+      drv.check(drv.cuDeviceGet(&dev, i), "cuDeviceGet");
+      char name[256] = {};
+      drv.cuDeviceGetName(name, sizeof name, dev);
+      size_t mem = 0;
+      drv.cuDeviceTotalMem(&mem, dev);
+      int sms = 0;
+      drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+      fmt::print("  device {}: {}, {}, {} SMs, {}\n", i, name, drv.device_arch(i), sms, human_bytes(mem));
+    }
+  }
+  fmt::print("default target arch: {}\n", rt.impl().default_arch());
+  if (auto* disk = rt.impl().kernels().disk()) {
+    auto entries = disk->list(false);
+    std::uint64_t total = 0;
+    for (const auto& e : entries) total += e.bytes;
+    fmt::print("cache: {} ({}{}), {} entries, {}, cap {}\n", disk->dir().string(), disk->writable() ? "writable" : "read-only",
+               o.no_jit ? ", no-JIT" : "", entries.size(), human_bytes(total),
+               o.cache_max_bytes ? human_bytes(o.cache_max_bytes) : std::string("none"));
+  } else {
+    fmt::print("cache: disabled (memory only)\n");
+  }
+  std::string ops;
+  for (const auto& n : Runtime::op_names()) ops += (ops.empty() ? "" : ", ") + n;
+  fmt::print("ops: {}\n", ops);
+  return 0;
+}
+
+void with_rc(CLI::App* cmd, std::function<int()> f) {
+  cmd->callback([f] {
+    int rc = f();
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace
+
+void add_cache_command(CLI::App& app) {
+  auto* cache = app.add_subcommand("cache", "Inspect and maintain the cubin cache");
+  cache->require_subcommand(1);
+  with_rc(cache->add_subcommand("ls", "List cached kernels"), cache_ls);
+  auto fix = std::make_shared<bool>(false);
+  auto* verify = cache->add_subcommand("verify", "Check every entry's manifest and cubin checksum");
+  verify->add_flag("--fix", *fix, "Remove bad entries");
+  with_rc(verify, [fix] { return cache_verify(*fix); });
+  auto max_bytes = std::make_shared<std::uint64_t>(0);
+  auto* prune = cache->add_subcommand("prune", "Evict least recently used entries down to the cap");
+  prune->add_option("--max-bytes", *max_bytes, "Cap (default: ATTNJIT_CACHE_MAX_BYTES)");
+  with_rc(prune, [max_bytes] { return cache_prune(*max_bytes); });
+  with_rc(cache->add_subcommand("clear", "Remove every entry"), cache_clear);
+}
+
+void add_info_command(CLI::App& app) {
+  with_rc(app.add_subcommand("info", "Versions, NVRTC, driver, devices, cache location and size"), info);
+}
+
+}  // namespace attnjit::cli

@@ -1,0 +1,279 @@
+// `attnjit test FILES...`: run JSON test cases. On a GPU: the kernel and the CPU reference on the same
+// random inputs, compared; without one: the case's kernels compiled with NVRTC and the reference
+// checked against golden values where the case carries them.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "attnjit/runtime.hpp"
+#include "cli_commands.hpp"
+#include "device_buffer.hpp"
+#include "jit/cuda_driver.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "test_case.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+enum class Verdict { kPass, kFail, kSkip };
+
+struct Outcome {
+  Verdict verdict = Verdict::kPass;
+  std::string detail;
+  double worst_rel = 0;  // largest rel_l2 seen in the case
+};
+
+struct TestArgs {
+  std::vector<std::string> files;
+  std::string filter;
+  bool no_gpu = false;
+  bool verbose = false;
+};
+
+nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
+  nlohmann::json c = config.is_object() ? config : nlohmann::json::object();
+  if (!c.contains("impl")) c["impl"] = impl;
+  return c;
+}
+
+// Fake, distinct, 256-aligned device addresses for compile-only validation (never dereferenced).
+TensorArgs descriptor_args(const TestCase& c, const std::vector<HostTensor>& host) {
+  TensorArgs args;
+  for (size_t i = 0; i < host.size(); ++i)
+    args.set(c.tensors[i].name, host[i].ref(reinterpret_cast<void*>((i + 1) << 32), {DeviceKind::kCUDA, 0}));
+  return args;
+}
+
+// Checks a raised error against the case's expectation; returns an empty string on a match.
+std::string match_error(const TestCase& c, const std::exception* e, bool is_unsupported) {
+  const ExpectedError& x = *c.expect_error;
+  if (!e) return fmt::format("expected a '{}' error, got success", x.category);
+  const std::string msg = e->what();
+  if (x.category == "unsupported") {
+    if (!is_unsupported) return fmt::format("expected Unsupported, got: {}", msg);
+  } else if (msg.find(fmt::format(": {}: ", x.category)) == std::string::npos) {
+    return fmt::format("expected category '{}', got: {}", x.category, msg);
+  }
+  if (!x.contains.empty() && msg.find(x.contains) == std::string::npos)
+    return fmt::format("expected the message to contain '{}', got: {}", x.contains, msg);
+  return {};
+}
+
+template <typename F>
+std::string expect_rejection(const TestCase& c, F&& call) {
+  try {
+    call();
+  } catch (const Unsupported& e) {
+    return match_error(c, &e, true);
+  } catch (const InvalidArgument& e) {
+    return match_error(c, &e, false);
+  }
+  return match_error(c, nullptr, false);
+}
+
+std::string unchanged(const TestCase& c, const std::vector<HostTensor>& before, const std::vector<HostTensor>& after,
+                      const char* where) {
+  for (size_t i = 0; i < before.size(); ++i) {
+    std::string diff;
+    if (c.tensors[i].output && !bitwise_equal(after[i], before[i], &diff))
+      return fmt::format("{}: rejected call wrote {}: {}", where, c.tensors[i].name, diff);
+  }
+  return {};
+}
+
+std::vector<HostTensor> make_inputs(const TestCase& c) {
+  std::vector<HostTensor> host;
+  for (const auto& t : c.tensors) host.push_back(make_host_tensor(t, c.seed));
+  return host;
+}
+
+TensorArgs host_args(const TestCase& c, std::vector<HostTensor>& host) {
+  TensorArgs args;
+  for (size_t i = 0; i < host.size(); ++i) args.set(c.tensors[i].name, host[i].ref(host[i].bytes.data(), {}));
+  return args;
+}
+
+// Compares `got` against `want` for every compared tensor; appends to `o` and returns false on a miss.
+bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& got, const std::vector<HostTensor>& want,
+                     const char* what, Outcome& o) {
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    auto it = c.compare.find(c.tensors[i].name);
+    if (it == c.compare.end()) continue;
+    if (it->second.mode == "bitwise") {
+      std::string diff;
+      if (!bitwise_equal(got[i], want[i], &diff)) {
+        o.detail = fmt::format("{}: {} not bitwise equal: {}", what, c.tensors[i].name, diff);
+        return false;
+      }
+    } else {
+      const double err = rel_l2(got[i], want[i]);
+      o.worst_rel = std::max(o.worst_rel, err);
+      if (!(err <= it->second.tol)) {
+        o.detail = fmt::format("{}: {} rel_l2 {:.3e} > tol {:.1e}", what, c.tensors[i].name, err, it->second.tol);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
+  Outcome o;
+  // Reference path, on host tensors.
+  auto host = make_inputs(c);
+  auto before = host;
+  auto args = host_args(c, host);
+  if (auto m = expect_rejection(c, [&] { rt.op(c.op, with_impl(c.config, "reference")).run(args); }); !m.empty())
+    return {Verdict::kFail, "reference: " + m};
+  if (auto m = unchanged(c, before, host, "reference"); !m.empty()) return {Verdict::kFail, m};
+  if (gpu) {
+    std::vector<DeviceBuffer> bufs;
+    TensorArgs dargs;
+    for (size_t i = 0; i < host.size(); ++i) {
+      bufs.emplace_back(before[i].bytes.size());
+      bufs.back().upload(before[i].bytes);
+      dargs.set(c.tensors[i].name, before[i].ref(bufs.back().data(), {DeviceKind::kCUDA, 0}));
+    }
+    if (auto m = expect_rejection(c, [&] { rt.op(c.op, with_impl(c.config, "kernel")).run(dargs); }); !m.empty())
+      return {Verdict::kFail, "kernel: " + m};
+    std::vector<HostTensor> after = before;
+    for (size_t i = 0; i < host.size(); ++i) after[i].bytes = bufs[i].download(), after[i].bytes.resize(before[i].bytes.size());
+    if (auto m = unchanged(c, before, after, "kernel"); !m.empty()) return {Verdict::kFail, m};
+    o.detail = "rejected by reference and kernel";
+  } else if (c.expect_error->category != "content") {
+    // Without a GPU the kernel path's descriptor checks still run (content checks need device data).
+    auto dargs = descriptor_args(c, before);
+    if (auto m = expect_rejection(c, [&] {
+          rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, rt.impl().default_arch());
+        });
+        !m.empty())
+      return {Verdict::kFail, "kernel descriptors: " + m};
+    o.detail = "rejected by reference and kernel descriptors";
+  } else {
+    o.detail = "rejected by reference";
+  }
+  return o;
+}
+
+Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
+  Outcome o;
+  auto inputs = make_inputs(c);
+  // 1. Compile the kernels the call selects (this also runs the kernel path's descriptor checks).
+  auto dargs = descriptor_args(c, inputs);
+  const std::string arch = gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch();
+  auto specs = rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+  for (const auto& s : specs) rt.impl().kernels().compiled(s);
+  // 2. The CPU reference.
+  auto ref = inputs;
+  auto rargs = host_args(c, ref);
+  rt.op(c.op, with_impl(c.config, "reference")).run(rargs);
+  std::vector<std::string> checks;
+  if (!c.golden.is_null()) {
+    std::vector<HostTensor> golden = ref;
+    for (size_t i = 0; i < c.tensors.size(); ++i)
+      if (c.golden.contains(c.tensors[i].name)) golden[i] = golden_tensor(c.tensors[i], c.golden[c.tensors[i].name]);
+    if (!compare_outputs(c, ref, golden, "reference vs golden", o)) return {Verdict::kFail, o.detail};
+    checks.push_back("reference = golden");
+  }
+  // 3. The kernel, on the GPU, on the same inputs.
+  if (gpu) {
+    std::vector<DeviceBuffer> bufs;
+    TensorArgs args;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      bufs.emplace_back(inputs[i].bytes.size());
+      bufs.back().upload(inputs[i].bytes);
+      args.set(c.tensors[i].name, inputs[i].ref(bufs.back().data(), {DeviceKind::kCUDA, 0}));
+    }
+    const auto& drv = jit::CudaDriver::get();
+    rt.op(c.op, with_impl(c.config, "kernel")).run(args, nullptr);
+    drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize after the kernel");
+    std::vector<HostTensor> got = inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      got[i].bytes = bufs[i].download();
+      got[i].bytes.resize(inputs[i].bytes.size());
+    }
+    if (!compare_outputs(c, got, ref, "kernel vs reference", o)) return {Verdict::kFail, o.detail};
+    checks.push_back(fmt::format("kernel = reference{}", o.worst_rel > 0 ? fmt::format(" (rel_l2 {:.2e})", o.worst_rel) : ""));
+  } else if (c.golden.is_null()) {
+    return {Verdict::kSkip, fmt::format("no GPU: {} kernel(s) compiled and the reference ran; the comparison needs a GPU",
+                                        specs.size())};
+  }
+  for (const auto& s : checks) o.detail += (o.detail.empty() ? "" : "; ") + s;
+  return o;
+}
+
+int run_tests(const TestArgs& a) {
+  Runtime rt;
+  const auto& drv = jit::CudaDriver::get();
+  const bool gpu = !a.no_gpu && drv.available() && drv.device_count() > 0;
+  if (gpu) drv.bind_device(0);
+  fmt::print("attnjit test: {} ({})\n", gpu ? "GPU run: kernels against the CPU reference" : "no GPU: compile + golden",
+             gpu ? rt.impl().arch_for_device(0) : (drv.available() ? "no device" : drv.unavailable_reason()));
+  int passed = 0, failed = 0, skipped = 0;
+  double worst = 0;
+  std::string worst_case;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& file : a.files) {
+    std::vector<TestCase> cases;
+    try {
+      cases = load_test_cases(file);
+    } catch (const std::exception& e) {
+      fmt::print("FAIL {}: {}\n", file, e.what());
+      ++failed;
+      continue;
+    }
+    for (const auto& c : cases) {
+      if (!a.filter.empty() && c.name.find(a.filter) == std::string::npos) continue;
+      Outcome o;
+      try {
+        o = c.expect_error ? run_error_case(rt, c, gpu) : run_compare_case(rt, c, gpu);
+      } catch (const std::exception& e) {
+        o = {Verdict::kFail, fmt::format("unexpected error: {}", e.what())};
+      }
+      if (o.worst_rel > worst) {
+        worst = o.worst_rel;
+        worst_case = c.name;
+      }
+      switch (o.verdict) {
+        case Verdict::kPass:
+          ++passed;
+          if (a.verbose) fmt::print("PASS {}  {}\n", c.name, o.detail);
+          break;
+        case Verdict::kFail:
+          ++failed;
+          fmt::print("FAIL {}  {}\n", c.name, o.detail);
+          break;
+        case Verdict::kSkip:
+          ++skipped;
+          fmt::print("SKIP {}  {}\n", c.name, o.detail);
+          break;
+      }
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!worst_case.empty()) fmt::print("worst rel_l2 error: {:.3e} ({})\n", worst, worst_case);
+  fmt::print("time: {:.1f} s\n", secs);
+  if (skipped) fmt::print("{} passed, {} failed, {} skipped\n", passed, failed, skipped);
+  else fmt::print("{} passed, {} failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_test_command(CLI::App& app) {
+  auto args = std::make_shared<TestArgs>();
+  auto* cmd = app.add_subcommand("test", "Run JSON test cases (kernel vs CPU reference on a GPU; compile + golden without)");
+  cmd->add_option("files", args->files, "JSON test case files")->required();
+  cmd->add_option("--filter", args->filter, "Only cases whose name contains this");
+  cmd->add_flag("--no-gpu", args->no_gpu, "Do not use a GPU even if one is present");
+  cmd->add_flag("-v,--verbose", args->verbose, "Print passing cases too");
+  cmd->callback([args] {
+    int rc = run_tests(*args);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace attnjit::cli

@@ -1,0 +1,87 @@
+// `attnjit warmup`: compile the default kernel matrix of every op into the cache, in parallel.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "attnjit/runtime.hpp"
+#include "cli_commands.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+struct WarmupArgs {
+  std::string arch;
+  int jobs = 0;
+  std::vector<std::string> ops;
+};
+
+int run_warmup(const WarmupArgs& a) {
+  Runtime rt;
+  auto& impl = rt.impl();
+  const std::string arch = a.arch.empty() ? impl.default_arch() : a.arch;
+  std::vector<jit::KernelSpec> specs;
+  for (const auto& def : detail::op_definitions()) {
+    if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), def.name) == a.ops.end()) continue;
+    for (auto& s : def.default_matrix(arch)) specs.push_back(std::move(s));
+  }
+  for (const auto& name : a.ops) detail::find_op(name);  // unknown names are an error
+  const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
+  fmt::print("warm-up: {} kernels for {} with {} jobs into {}\n", specs.size(), arch, jobs,
+             rt.options().cache_disabled ? std::string("(memory only)") : rt.options().resolved_cache_dir());
+  std::atomic<size_t> next{0};
+  std::atomic<int> compiled{0}, hits{0}, failed{0};
+  std::atomic<size_t> done{0};
+  std::mutex print_mutex;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto worker = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      const auto k0 = std::chrono::steady_clock::now();
+      std::string status, detail;
+      try {
+        auto k = impl.kernels().compiled(specs[i]);
+        status = k->from_disk ? "hit" : "compiled";
+        (k->from_disk ? hits : compiled)++;
+      } catch (const std::exception& e) {
+        status = "FAILED";
+        detail = e.what();
+        failed++;
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
+      std::lock_guard<std::mutex> g(print_mutex);
+      fmt::print("[{:>4}/{}] {:<8} {:6.2f} s  {}\n", ++done, specs.size(), status, s, specs[i].describe());
+      if (!detail.empty()) fmt::print("{}\n", detail);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("\n  {:<12}{:>8}\n", "compiled", compiled.load());
+  fmt::print("  {:<12}{:>8}\n", "cache hits", hits.load());
+  fmt::print("  {:<12}{:>8}\n", "failed", failed.load());
+  fmt::print("  {:<12}{:>8.2f}\n", "seconds", total);
+  fmt::print("warmup {}: {} kernels, compiled {}, cache hits {}, failed {}, {:.2f} s\n", arch, specs.size(),
+             compiled.load(), hits.load(), failed.load(), total);
+  return failed.load() ? 1 : 0;
+}
+
+}  // namespace
+
+void add_warmup_command(CLI::App& app) {
+  auto args = std::make_shared<WarmupArgs>();
+  auto* cmd = app.add_subcommand("warmup", "Compile every kernel the shipped ops can select into the cache");
+  cmd->add_option("--arch", args->arch, "Target arch (default: the GPU's, else sm_90a)");
+  cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: number of cores)");
+  cmd->add_option("--op", args->ops, "Only these ops (repeatable)");
+  cmd->callback([args] {
+    int rc = run_warmup(*args);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace attnjit::cli

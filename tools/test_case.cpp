@@ -1,0 +1,277 @@
+#include "test_case.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "runtime/host_numeric.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+[[noreturn]] void malformed(const std::string& where, const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: malformed test case: {}", where, what));
+}
+
+TensorSpec parse_tensor(const std::string& where, const std::string& name, const nlohmann::json& j) {
+  TensorSpec t;
+  t.name = name;
+  if (!j.contains("shape") || !j["shape"].is_array()) malformed(where, name + ": missing \"shape\"");
+  t.shape = j["shape"].get<std::vector<int64_t>>();
+  auto dt = parse_dtype(j.value("dtype", ""));
+  if (!dt) malformed(where, name + ": unknown dtype " + j.value("dtype", "(none)"));
+  t.dtype = *dt;
+  if (j.contains("strides")) {
+    t.strides = j["strides"].get<std::vector<int64_t>>();
+    if (t.strides.size() != t.shape.size()) malformed(where, name + ": strides and shape differ in length");
+  }
+  t.init = j.value("init", nlohmann::json{{"kind", "poison"}});
+  if (t.init.is_string()) t.init = nlohmann::json{{"kind", t.init}};
+  t.output = j.value("output", false);
+  return t;
+}
+
+uint64_t mix(uint64_t seed, const std::string& name) {
+  uint64_t h = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+}  // namespace
+
+std::vector<int64_t> TensorSpec::resolved_strides() const {
+  if (!strides.empty()) return strides;
+  std::vector<int64_t> s(shape.size());
+  int64_t stride = 1;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    s[d] = stride;
+    stride *= shape[d];
+  }
+  return s;
+}
+
+int64_t TensorSpec::storage_elements() const {
+  const auto s = resolved_strides();
+  int64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * s[d];
+  }
+  return last + 1;
+}
+
+std::vector<TestCase> load_test_cases(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
+  nlohmann::json root = nlohmann::json::parse(in, nullptr, false);
+  if (root.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path));
+  nlohmann::json list = root.contains("cases") ? root["cases"] : nlohmann::json::array({root});
+  std::vector<TestCase> cases;
+  int index = 0;
+  for (const auto& j : list) {
+    TestCase c;
+    c.file = path;
+    c.name = j.value("name", fmt::format("{}#{}", path, index));
+    const std::string where = fmt::format("{} ({})", path, c.name);
+    c.op = j.value("op", "");
+    if (c.op.empty()) malformed(where, "missing \"op\"");
+    if (j.contains("config")) c.config = j["config"];
+    c.seed = j.value("seed", static_cast<uint64_t>(index + 1));
+    if (!j.contains("tensors") || !j["tensors"].is_object()) malformed(where, "missing \"tensors\"");
+    for (const auto& [name, t] : j["tensors"].items()) c.tensors.push_back(parse_tensor(where, name, t));
+    if (j.contains("compare")) {
+      for (const auto& [name, cj] : j["compare"].items()) {
+        CompareSpec cs;
+        cs.mode = cj.value("mode", "rel_l2");
+        cs.tol = cj.value("tol", 0.0);
+        if (cs.mode != "bitwise" && cs.mode != "rel_l2") malformed(where, "compare " + name + ": unknown mode " + cs.mode);
+        if (cs.mode == "rel_l2" && !(cs.tol > 0)) malformed(where, "compare " + name + ": rel_l2 needs tol > 0");
+        bool found = false;
+        for (const auto& t : c.tensors) found = found || (t.name == name && t.output);
+        if (!found) malformed(where, "compare names " + name + ", which is not an output tensor");
+        c.compare[name] = cs;
+      }
+    }
+    if (j.contains("golden")) c.golden = j["golden"];
+    if (j.contains("expect_error")) {
+      c.expect_error = ExpectedError{j["expect_error"].value("category", ""), j["expect_error"].value("contains", "")};
+    }
+    if (!c.expect_error && c.compare.empty()) malformed(where, "a case needs \"compare\" or \"expect_error\"");
+    cases.push_back(std::move(c));
+    ++index;
+  }
+  return cases;
+}
+
+TensorRef HostTensor::ref(void* data, Device device) const {
+  TensorRef t;
+  t.data = data;
+  t.dtype = spec->dtype;
+  t.device = device;
+  t.ndim = static_cast<int>(spec->shape.size());
+  const auto strides = spec->resolved_strides();
+  for (int d = 0; d < t.ndim; ++d) {
+    t.shape[d] = spec->shape[d];
+    t.strides[d] = strides[d];
+  }
+  return t;
+}
+
+HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
+  HostTensor h;
+  h.spec = &spec;
+  const int64_t n = spec.storage_elements();
+  const int es = dtype_size(spec.dtype);
+  h.bytes.assign(static_cast<size_t>(n * es), 0);
+  std::mt19937_64 rng(mix(seed, spec.name));
+  const std::string kind = spec.init.value("kind", "poison");
+  const bool is_float = spec.dtype != DType::kI32 && spec.dtype != DType::kI64;
+  void* base = h.bytes.data();
+  auto bad = [&](const std::string& why) {
+    throw std::runtime_error(fmt::format("tensor {}: init {}: {}", spec.name, kind, why));
+  };
+  if (kind == "normal" || kind == "uniform") {
+    if (!is_float) bad("needs a float dtype");
+    const double specials = spec.init.value("specials", 0.0);
+    std::normal_distribution<double> normal(spec.init.value("mean", 0.0), spec.init.value("std", 1.0));
+    std::uniform_real_distribution<double> uniform(spec.init.value("low", -1.0), spec.init.value("high", 1.0));
+    std::uniform_real_distribution<double> coin(0.0, 1.0);
+    const double kSpecial[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                               std::numeric_limits<double>::quiet_NaN(), 1000.0, -1000.0};
+    for (int64_t i = 0; i < n; ++i) {
+      double x = kind == "normal" ? normal(rng) : uniform(rng);
+      if (specials > 0 && coin(rng) < specials) x = kSpecial[rng() % 5];
+      numeric::store_from_double(base, spec.dtype, i, x);
+    }
+  } else if (kind == "values") {
+    const auto& v = spec.init.at("values");
+    if (static_cast<int64_t>(v.size()) != n) bad(fmt::format("expected {} values, got {}", n, v.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      if (v[i].is_string()) {  // "nan", "inf", "-inf"
+        numeric::store_from_double(base, spec.dtype, i, std::stod(v[i].get<std::string>()));
+      } else if (spec.dtype == DType::kI64) {
+        static_cast<int64_t*>(base)[i] = v[i].get<int64_t>();
+      } else {
+        numeric::store_from_double(base, spec.dtype, i, v[i].get<double>());
+      }
+    }
+  } else if (kind == "bits") {
+    const auto& v = spec.init.at("bits");
+    if (static_cast<int64_t>(v.size()) != n) bad(fmt::format("expected {} bit patterns, got {}", n, v.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t bits = v[i].is_number_unsigned() ? v[i].get<uint64_t>() : static_cast<uint64_t>(v[i].get<int64_t>());
+      std::memcpy(h.bytes.data() + i * es, &bits, es);  // little-endian low bytes
+    }
+  } else if (kind == "bytes") {
+    if (spec.init.contains("pattern")) {
+      std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(spec.init["pattern"].get<int>()));
+    } else {
+      for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
+    }
+  } else if (kind == "poison") {
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_float) numeric::store_from_double(base, spec.dtype, i, std::numeric_limits<double>::quiet_NaN());
+      else numeric::store_from_double(base, spec.dtype, i, 0x7FFFFFFF);
+    }
+  } else if (kind == "slots") {
+    if (spec.dtype != DType::kI64 && spec.dtype != DType::kI32) bad("needs an integer dtype");
+    const int64_t capacity = spec.init.at("capacity").get<int64_t>();
+    const double skip = spec.init.value("skip", 0.0);
+    if (capacity < n) bad(fmt::format("capacity {} is below the {} slots needed", capacity, n));
+    // A random injection of n slots into [0, capacity): partial Fisher-Yates over a lazy permutation.
+    std::unordered_map<int64_t, int64_t> swapped;
+    std::uniform_real_distribution<double> coin(0.0, 1.0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::uniform_int_distribution<int64_t> pick(i, capacity - 1);
+      const int64_t j = pick(rng);
+      const int64_t vi = swapped.count(i) ? swapped[i] : i;
+      const int64_t vj = swapped.count(j) ? swapped[j] : j;
+      swapped[j] = vi;
+      const int64_t slot = coin(rng) < skip ? -1 : vj;
+      numeric::store_from_double(base, spec.dtype, i, static_cast<double>(slot));
+    }
+  } else {
+    bad("unknown init kind");
+  }
+  return h;
+}
+
+namespace {
+// Visits the storage index of every logical element.
+template <typename F>
+void for_each_element(const TensorSpec& spec, F&& f) {
+  const auto strides = spec.resolved_strides();
+  const int nd = static_cast<int>(spec.shape.size());
+  for (auto e : spec.shape)
+    if (e == 0) return;
+  std::vector<int64_t> idx(nd, 0);
+  while (true) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; ++d) off += idx[d] * strides[d];
+    f(off);
+    int d = nd - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < spec.shape[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+}  // namespace
+
+double rel_l2(const HostTensor& a, const HostTensor& b) {
+  double num = 0, den = 0;
+  bool nan = false;
+  for_each_element(*a.spec, [&](int64_t off) {
+    const double x = numeric::load_as_double(a.bytes.data(), a.spec->dtype, off);
+    const double y = numeric::load_as_double(b.bytes.data(), b.spec->dtype, off);
+    if (std::isnan(x) || std::isnan(y)) nan = true;
+    num += (x - y) * (x - y);
+    den += y * y;
+  });
+  if (nan) return std::numeric_limits<double>::infinity();
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where) {
+  if (a.bytes.size() != b.bytes.size()) {
+    if (where) *where = fmt::format("storage sizes differ ({} vs {} bytes)", a.bytes.size(), b.bytes.size());
+    return false;
+  }
+  const int es = dtype_size(a.spec->dtype);
+  for (size_t i = 0; i < a.bytes.size(); ++i) {
+    if (a.bytes[i] != b.bytes[i]) {
+      const int64_t e = static_cast<int64_t>(i) / es;
+      if (where)
+        *where = fmt::format("storage element {} differs: {} vs {}", e,
+                             numeric::load_as_double(a.bytes.data(), a.spec->dtype, e),
+                             numeric::load_as_double(b.bytes.data(), b.spec->dtype, e));
+      return false;
+    }
+  }
+  return true;
+}
+
+HostTensor golden_tensor(const TensorSpec& spec, const nlohmann::json& golden) {
+  // The golden tensor has the spec's dtype, shape and strides; only its contents differ.
+  TensorSpec g;
+  g.name = spec.name;
+  g.dtype = spec.dtype;
+  g.shape = spec.shape;
+  g.strides = spec.strides;
+  if (golden.contains("bits")) g.init = {{"kind", "bits"}, {"bits", golden["bits"]}};
+  else if (golden.contains("values")) g.init = {{"kind", "values"}, {"values", golden["values"]}};
+  else throw std::runtime_error(fmt::format("golden {}: expected \"bits\" or \"values\"", spec.name));
+  HostTensor h = make_host_tensor(g, 0);
+  h.spec = &spec;
+  return h;
+}
+
+}  // namespace attnjit::cli
