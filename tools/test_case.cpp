@@ -102,6 +102,7 @@ std::vector<TestCase> load_test_cases(const std::string& path) {
     if (j.contains("expect_error")) {
       c.expect_error = ExpectedError{j["expect_error"].value("category", ""), j["expect_error"].value("contains", "")};
     }
+    c.gpu_only = j.value("gpu_only", false);
     if (!c.expect_error && c.compare.empty()) malformed(where, "a case needs \"compare\" or \"expect_error\"");
     cases.push_back(std::move(c));
     ++index;

@@ -6,7 +6,7 @@
 //    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2}},
 //    "golden": {"<arg>": {"bits": [...]} | {"values": [...]}},        (optional; expected reference output)
 //    "expect_error": {"category": "dtype", "contains": "slot_mapping"}, (optional; a rejected call)
-//    "gpu_only": bool?}
+//    "gpu_only": bool?}  (the case concerns the kernel path only: error cases skip the reference)
 // Init kinds: normal {mean, std, specials?}, uniform {low, high}, values {values}, bits {bits},
 // bytes {pattern?} (random bytes, or one repeated byte), poison (NaN / 0x7FFFFFFF), slots {capacity, skip}.
 // Init covers the tensor's whole storage (gaps between strided rows too), so "bitwise" compares also
@@ -56,6 +56,9 @@ struct TestCase {
   std::map<std::string, CompareSpec> compare;
   nlohmann::json golden;  // null when absent
   std::optional<ExpectedError> expect_error;
+  // The case concerns the kernel path only (e.g. a device alignment rule the host reference does not
+  // have): error cases skip the reference's rejection check.
+  bool gpu_only = false;
 };
 
 // Throws std::runtime_error naming the file and case on a malformed case.

@@ -46,13 +46,14 @@ inline float e4m3_to_float(uint8_t x) {
   return sign * std::ldexp(1.0f + man / 8.0f, exp - 7);
 }
 
-// Saturating RNE: NaN stays NaN (0x7F | sign), |x| > 448 and inf become +-448, magnitudes <= 2^-10
-// become signed zero. Equals __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3).
+// Saturating RNE: NaN stays NaN (0x7F, whatever its sign: the hardware conversion, and the fp32
+// division before it, give the canonical NaN), |x| > 448 and inf become +-448, magnitudes <= 2^-10
+// become signed zero. Equals __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) on the H200.
 inline uint8_t float_to_e4m3(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
-  if (std::isnan(x)) return sign | 0x7F;
+  if (std::isnan(x)) return 0x7F;
   const float a = std::fabs(x);
   if (a >= 448.0f) return sign | 0x7E;
   if (a < 0.015625f) {  // below 2^-6: subnormal grid of 2^-9 (a * 512 is exact)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU run, on a machine with a CUDA GPU: environment report, warm-up, the whole GPU test grid
+# (kernels against the CPU reference), compute-sanitizer memcheck and racecheck over the small cases,
+# and the benchmarks. Logs go to $OUT (or /tmp/attnjit-gpu-suite); a short table is printed last.
+# Usage: tools/gpu_suite.sh [BUILD_DIR]   (default: build)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+BIN=$BUILD/bin/attnjit
+LOG=${OUT:-/tmp/attnjit-gpu-suite}
+mkdir -p "$LOG"
+export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-gpu-suite-cache}
+rows=()
+status=0
+
+step() {
+  local name=$1
+  shift
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  "$@" >"$LOG/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  [ $rc -eq 0 ] || status=1
+  rows+=("$(printf '%-10s %-4s %7.1f s  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
+    "$(awk "BEGIN{print $t1 - $t0}")" "$(grep -E 'passed|ERROR SUMMARY|warmup |CUDA driver' "$LOG/$name.log" | tail -n1)")")
+}
+
+small_cases=(tests/cases/gpu/*_small.json)
+step info "$BIN" info
+step warmup "$BIN" warmup
+step tests "$BIN" test tests/cases/*.json tests/cases/gpu/*.json
+if command -v compute-sanitizer >/dev/null; then
+  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN" test "${small_cases[@]}" tests/cases/*_errors.json
+  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$BIN" test "${small_cases[@]}"
+else
+  rows+=("sanitizer  SKIP compute-sanitizer not found")
+fi
+step bench "$BIN" bench --json "$LOG/bench.json"
+
+grep -E '^(FAIL|SKIP)' "$LOG/tests.log" | head -20
+echo
+sed -n '/^measure/,$p' "$LOG/bench.log"
+echo
+printf '%s\n' "${rows[@]}"
+exit $status
