@@ -199,18 +199,31 @@ std::unique_ptr<KeyLock> DiskCache::lock(const std::string& key) const {
 }
 
 std::vector<CacheEntryInfo> DiskCache::list(bool verify_cubins) const {
+  // NOTE: other processes may publish, prune or clear concurrently: every filesystem call here uses
+  // the error_code overloads and an entry that vanishes mid-scan is skipped.
   std::vector<CacheEntryInfo> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(settings_.dir / kLayout, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || !is_key(name)) continue;
+    std::error_code fe;
+    if (!e.is_directory(fe) || fe || !is_key(name)) continue;
     CacheEntryInfo info;
     info.key = name;
-    for (const auto& f : fs::directory_iterator(e.path(), ec)) {
-      if (f.is_regular_file()) info.bytes += f.file_size();
+    bool vanished = false;
+    for (const auto& f : fs::directory_iterator(e.path(), fe)) {
+      std::error_code se;
+      if (!f.is_regular_file(se)) continue;
+      const auto size = f.file_size(se);
+      if (se) {
+        vanished = true;
+        break;
+      }
+      info.bytes += size;
     }
-    info.last_used = fs::last_write_time(e.path() / kStampFile, ec);
-    if (ec) info.last_used = fs::last_write_time(e.path(), ec);
+    if (fe || vanished) continue;
+    info.last_used = fs::last_write_time(e.path() / kStampFile, fe);
+    if (fe) info.last_used = fs::last_write_time(e.path(), fe);
+    if (fe) continue;
     std::string text;
     if (read_file(e.path() / kManifestFile, &text)) {
       auto m = nlohmann::json::parse(text, nullptr, false);

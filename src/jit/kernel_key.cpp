@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "attnjit/error.hpp"
 #include "jit/embedded_templates.hpp"
 #include "jit/sha256.hpp"
 
@@ -15,7 +16,13 @@ KernelKey make_kernel_key(const KernelSpec& spec, const std::vector<std::string>
   s += fmt::format("templates {}\n",
                    templates_sha256.empty() ? std::string(embedded_templates_sha256()) : templates_sha256);
   s += fmt::format("op {}\ntemplate {}\nentry {}\n", spec.op, spec.template_file, spec.entry);
-  for (const auto& [k, v] : spec.fields) s += fmt::format("field {}={}\n", k, v);
+  // NOTE: field names are identifiers chosen by the planners; a name with '=' or a newline would make
+  // the text ambiguous, so it is refused.
+  for (const auto& [k, v] : spec.fields) {
+    if (k.find_first_of("=\n") != std::string::npos || v.find('\n') != std::string::npos)
+      throw Error(Status::kInternal, fmt::format("kernel key: field '{}' has a character the key forbids", k));
+    s += fmt::format("field {}={}\n", k, v);
+  }
   s += fmt::format("arch {}\nnvrtc {}\n", spec.arch, nvrtc_version);
   for (const auto& o : options) s += fmt::format("option {}\n", o);
   return {sha256_hex(s), s};

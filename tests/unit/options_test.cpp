@@ -1,0 +1,212 @@
+// RuntimeOptions (include/attnjit/runtime.hpp, src/runtime/options.cpp): the ATTNJIT_* variables,
+// the JSON form and the cache directory defaults. Every test restores the environment.
+#include <doctest/doctest.h>
+
+#include "attnjit/runtime.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace test = attnjit::test;
+using attnjit::RuntimeOptions;
+
+// The library's baked-in default directory (empty unless configured).
+const std::string kBakedDefault = ATTNJIT_DEFAULT_CACHE_DIR;
+
+}  // namespace
+
+TEST_CASE("options: from_env with nothing set gives the defaults") {
+  test::EnvGuard env(test::attnjit_env_names());
+  env.unset_all();
+  const RuntimeOptions o = RuntimeOptions::from_env();
+  const RuntimeOptions d;
+  CHECK(o.cache_dir.empty());
+  CHECK(o.cache_read_only == false);
+  CHECK(o.cache_disabled == false);
+  CHECK(o.cache_max_bytes == (4ull << 30));
+  CHECK(o.lock_dir.empty());
+  CHECK(o.lock_timeout_ms == 60000);
+  CHECK(o.no_jit == false);
+  CHECK(o.dump_sources_dir.empty());
+  CHECK(o.lineinfo == false);
+  CHECK(o.log_level == "warn");
+  CHECK(o.arch.empty());
+  CHECK(d.cache_max_bytes == o.cache_max_bytes);
+}
+
+TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
+  test::EnvGuard env(test::attnjit_env_names());
+  env.unset_all();
+  SUBCASE("ATTNJIT_CACHE_DIR") {
+    env.set("ATTNJIT_CACHE_DIR", "/some/cache");
+    CHECK(RuntimeOptions::from_env().cache_dir == "/some/cache");
+  }
+  SUBCASE("ATTNJIT_CACHE_READONLY") {
+    for (const char* v : {"1", "true", "yes", "on"}) {
+      env.set("ATTNJIT_CACHE_READONLY", v);
+      CHECK(RuntimeOptions::from_env().cache_read_only);
+    }
+    for (const char* v : {"0", "false", "no", "off"}) {
+      env.set("ATTNJIT_CACHE_READONLY", v);
+      CHECK(!RuntimeOptions::from_env().cache_read_only);
+    }
+  }
+  SUBCASE("ATTNJIT_CACHE_DISABLE") {
+    env.set("ATTNJIT_CACHE_DISABLE", "1");
+    CHECK(RuntimeOptions::from_env().cache_disabled);
+  }
+  SUBCASE("ATTNJIT_CACHE_MAX_BYTES") {
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "12345");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 12345);
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "0");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 0);
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "16K");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 16 * 1024);
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "3M");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 3ull << 20);
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "4G");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 4ull << 30);
+    env.set("ATTNJIT_CACHE_MAX_BYTES", "2GiB");
+    CHECK(RuntimeOptions::from_env().cache_max_bytes == 2ull << 30);
+  }
+  SUBCASE("ATTNJIT_LOCK_DIR") {
+    env.set("ATTNJIT_LOCK_DIR", "/tmp/locks");
+    CHECK(RuntimeOptions::from_env().lock_dir == "/tmp/locks");
+  }
+  SUBCASE("ATTNJIT_LOCK_TIMEOUT_MS") {
+    env.set("ATTNJIT_LOCK_TIMEOUT_MS", "250");
+    CHECK(RuntimeOptions::from_env().lock_timeout_ms == 250);
+  }
+  SUBCASE("ATTNJIT_NO_JIT") {
+    env.set("ATTNJIT_NO_JIT", "true");
+    CHECK(RuntimeOptions::from_env().no_jit);
+  }
+  SUBCASE("ATTNJIT_DUMP_SOURCES") {
+    env.set("ATTNJIT_DUMP_SOURCES", "/tmp/dump");
+    CHECK(RuntimeOptions::from_env().dump_sources_dir == "/tmp/dump");
+  }
+  SUBCASE("ATTNJIT_LINEINFO") {
+    env.set("ATTNJIT_LINEINFO", "1");
+    CHECK(RuntimeOptions::from_env().lineinfo);
+  }
+  SUBCASE("ATTNJIT_LOG_LEVEL") {
+    env.set("ATTNJIT_LOG_LEVEL", "debug");
+    CHECK(RuntimeOptions::from_env().log_level == "debug");
+  }
+  SUBCASE("ATTNJIT_ARCH") {
+    env.set("ATTNJIT_ARCH", "sm_80");
+    CHECK(RuntimeOptions::from_env().arch == "sm_80");
+  }
+  SUBCASE("an empty value counts as unset") {
+    env.set("ATTNJIT_CACHE_DIR", "");
+    env.set("ATTNJIT_NO_JIT", "");
+    CHECK(RuntimeOptions::from_env().cache_dir.empty());
+    CHECK(!RuntimeOptions::from_env().no_jit);
+  }
+}
+
+TEST_CASE("options: bad environment values throw InvalidArgument naming the variable") {
+  test::EnvGuard env(test::attnjit_env_names());
+  env.unset_all();
+  std::string var, value;
+  SUBCASE("max bytes: letters") { var = "ATTNJIT_CACHE_MAX_BYTES", value = "abc"; }
+  SUBCASE("max bytes: unknown suffix") { var = "ATTNJIT_CACHE_MAX_BYTES", value = "4X"; }
+  SUBCASE("max bytes: trailing junk") { var = "ATTNJIT_CACHE_MAX_BYTES", value = "12 34"; }
+  SUBCASE("read-only: not a boolean") { var = "ATTNJIT_CACHE_READONLY", value = "maybe"; }
+  SUBCASE("disable: not a boolean") { var = "ATTNJIT_CACHE_DISABLE", value = "2"; }
+  SUBCASE("no-JIT: not a boolean") { var = "ATTNJIT_NO_JIT", value = "TRUEISH"; }
+  SUBCASE("lineinfo: not a boolean") { var = "ATTNJIT_LINEINFO", value = "y"; }
+  CAPTURE(var);
+  CAPTURE(value);
+  env.set(var, value);
+  try {
+    RuntimeOptions::from_env();
+    FAIL("from_env accepted a bad value");
+  } catch (const attnjit::InvalidArgument& e) {
+    CHECK(test::contains(e.what(), var));
+    CHECK(test::contains(e.what(), value));
+  }
+}
+
+TEST_CASE("options: from_json applies known keys and rejects unknown keys and wrong types") {
+  RuntimeOptions base;
+  base.cache_dir = "/from/base";
+  base.lock_timeout_ms = 7;
+  const auto o = RuntimeOptions::from_json(
+      {{"cache_dir", "/json/cache"}, {"cache_read_only", true}, {"cache_disabled", true},
+       {"cache_max_bytes", 1024}, {"lock_dir", "/json/locks"}, {"no_jit", true}, {"dump_sources_dir", "/json/dump"},
+       {"lineinfo", true}, {"log_level", "error"}, {"arch", "sm_80"}},
+      base);
+  CHECK(o.cache_dir == "/json/cache");
+  CHECK(o.cache_read_only);
+  CHECK(o.cache_disabled);
+  CHECK(o.cache_max_bytes == 1024);
+  CHECK(o.lock_dir == "/json/locks");
+  CHECK(o.lock_timeout_ms == 7);  // untouched keys keep the base's value
+  CHECK(o.no_jit);
+  CHECK(o.dump_sources_dir == "/json/dump");
+  CHECK(o.lineinfo);
+  CHECK(o.log_level == "error");
+  CHECK(o.arch == "sm_80");
+  CHECK(RuntimeOptions::from_json({{"lock_timeout_ms", 99}}, base).lock_timeout_ms == 99);
+  CHECK(RuntimeOptions::from_json(nullptr, base).cache_dir == "/from/base");
+  CHECK(RuntimeOptions::from_json(nlohmann::json::object(), base).cache_dir == "/from/base");
+
+  try {
+    RuntimeOptions::from_json({{"cache_dirr", "/x"}}, base);
+    FAIL("unknown key accepted");
+  } catch (const attnjit::InvalidArgument& e) {
+    CHECK(test::contains(e.what(), "cache_dirr"));
+    CHECK(test::contains(e.what(), "unknown"));
+  }
+  try {
+    RuntimeOptions::from_json({{"cache_max_bytes", "lots"}}, base);
+    FAIL("wrong type accepted");
+  } catch (const attnjit::InvalidArgument& e) {
+    CHECK(test::contains(e.what(), "cache_max_bytes"));
+  }
+  CHECK_THROWS_AS(RuntimeOptions::from_json({{"no_jit", 1}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(RuntimeOptions::from_json(nlohmann::json::array({1, 2}), base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(RuntimeOptions::from_json("cache_dir", base), attnjit::InvalidArgument);
+}
+
+TEST_CASE("options: from_json's default base is the environment") {
+  test::EnvGuard env(test::attnjit_env_names());
+  env.unset_all();
+  env.set("ATTNJIT_LOCK_DIR", "/env/locks");
+  env.set("ATTNJIT_CACHE_DIR", "/env/cache");
+  const auto o = RuntimeOptions::from_json({{"cache_dir", "/json/cache"}});
+  CHECK(o.lock_dir == "/env/locks");
+  CHECK(o.cache_dir == "/json/cache");
+}
+
+TEST_CASE("options: resolved_cache_dir precedence") {
+  test::EnvGuard env(test::attnjit_env_names());
+  env.unset_all();
+  env.set("HOME", "/home/someone");
+  env.set("XDG_CACHE_HOME", "/xdg/cache");
+  env.set("ATTNJIT_CACHE_DIR", "/explicit/cache");
+  // 1. ATTNJIT_CACHE_DIR (through from_env) or the field set in code.
+  CHECK(RuntimeOptions::from_env().resolved_cache_dir() == "/explicit/cache");
+  RuntimeOptions code;
+  code.cache_dir = "/from/code";
+  CHECK(code.resolved_cache_dir() == "/from/code");
+  env.unset("ATTNJIT_CACHE_DIR");
+  if (!kBakedDefault.empty()) {
+    // A build configured with ATTNJIT_DEFAULT_CACHE_DIR uses it before the XDG/home defaults.
+    CHECK(RuntimeOptions::from_env().resolved_cache_dir() == kBakedDefault);
+    return;
+  }
+  // 2. $XDG_CACHE_HOME/attnjit
+  CHECK(RuntimeOptions::from_env().resolved_cache_dir() == "/xdg/cache/attnjit");
+  // 3. $HOME/.cache/attnjit
+  env.unset("XDG_CACHE_HOME");
+  CHECK(RuntimeOptions::from_env().resolved_cache_dir() == "/home/someone/.cache/attnjit");
+  env.set("XDG_CACHE_HOME", "");
+  CHECK(RuntimeOptions::from_env().resolved_cache_dir() == "/home/someone/.cache/attnjit");
+  // Last resort: somewhere under the temp dir, never the working directory.
+  env.unset("HOME");
+  const std::string last = RuntimeOptions::from_env().resolved_cache_dir();
+  CHECK(!last.empty());
+  CHECK(test::starts_with(last, std::filesystem::temp_directory_path().string()));
+}
