@@ -108,11 +108,23 @@ bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& got, cons
         o.detail = fmt::format("{}: {} not bitwise equal: {}", what, c.tensors[i].name, diff);
         return false;
       }
+    } else if (it->second.mode == "lse") {
+      std::string where;
+      const double err = lse_error(got[i], want[i], &where);
+      if (!(err <= 2e-3)) {
+        o.detail = fmt::format("{}: {} lse error {:.3e} > 2e-3 ({})", what, c.tensors[i].name, err, where);
+        return false;
+      }
     } else {
       const double err = rel_l2(got[i], want[i]);
       o.worst_rel = std::max(o.worst_rel, err);
       if (!(err <= it->second.tol)) {
         o.detail = fmt::format("{}: {} rel_l2 {:.3e} > tol {:.1e}", what, c.tensors[i].name, err, it->second.tol);
+        return false;
+      }
+      std::string where;
+      if (!zeros_match(got[i], want[i], &where)) {
+        o.detail = fmt::format("{}: {}: {}", what, c.tensors[i].name, where);
         return false;
       }
     }

@@ -90,7 +90,7 @@ std::vector<TestCase> load_test_cases(const std::string& path) {
         CompareSpec cs;
         cs.mode = cj.value("mode", "rel_l2");
         cs.tol = cj.value("tol", 0.0);
-        if (cs.mode != "bitwise" && cs.mode != "rel_l2") malformed(where, "compare " + name + ": unknown mode " + cs.mode);
+        if (cs.mode != "bitwise" && cs.mode != "rel_l2" && cs.mode != "lse") malformed(where, "compare " + name + ": unknown mode " + cs.mode);
         if (cs.mode == "rel_l2" && !(cs.tol > 0)) malformed(where, "compare " + name + ": rel_l2 needs tol > 0");
         bool found = false;
         for (const auto& t : c.tensors) found = found || (t.name == name && t.output);
@@ -239,6 +239,54 @@ double rel_l2(const HostTensor& a, const HostTensor& b) {
   if (nan) return std::numeric_limits<double>::infinity();
   if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);
+}
+
+double lse_error(const HostTensor& out, const HostTensor& ref, std::string* where) {
+  double worst = 0;
+  for_each_element(*out.spec, [&](int64_t off) {
+    const double x = numeric::load_as_double(out.bytes.data(), out.spec->dtype, off);
+    const double y = numeric::load_as_double(ref.bytes.data(), ref.spec->dtype, off);
+    double e;
+    if (std::isnan(x) || std::isnan(y)) e = std::numeric_limits<double>::infinity();
+    else if (std::isinf(y) || std::isinf(x)) e = (x == y) ? 0 : std::numeric_limits<double>::infinity();
+    else e = std::fabs(x - y) / std::max(1.0, std::fabs(y));
+    if (e > worst) {
+      worst = e;
+      if (where) *where = fmt::format("storage element {}: {} vs reference {}", off, x, y);
+    }
+  });
+  return worst;
+}
+
+bool zeros_match(const HostTensor& out, const HostTensor& ref, std::string* where) {
+  // Rows (innermost axis) that are all exact zeros in the reference are rows the contract makes zero
+  // (empty visible sets, +inf sinks): the output's row must be exact zeros too. A lone zero element
+  // inside a row is just rounding (fp16 flushes |x| < 2^-25 to zero) and is left to the tolerance.
+  const TensorSpec& spec = *out.spec;
+  if (spec.shape.empty()) return true;
+  const auto strides = spec.resolved_strides();
+  const int nd = static_cast<int>(spec.shape.size());
+  const int64_t cols = spec.shape[nd - 1], col_stride = strides[nd - 1];
+  TensorSpec rows = spec;
+  rows.shape[nd - 1] = 1;
+  bool ok = true;
+  for_each_element(rows, [&](int64_t base) {
+    if (!ok) return;
+    bool ref_zero = true;
+    for (int64_t c = 0; c < cols && ref_zero; ++c)
+      ref_zero = numeric::load_as_double(ref.bytes.data(), ref.spec->dtype, base + c * col_stride) == 0;
+    if (!ref_zero) return;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double x = numeric::load_as_double(out.bytes.data(), out.spec->dtype, base + c * col_stride);
+      if (x != 0) {
+        ok = false;
+        if (where)
+          *where = fmt::format("storage element {}: {} in a row the reference makes exactly zero", base + c * col_stride, x);
+        return;
+      }
+    }
+  });
+  return ok;
 }
 
 bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where) {

@@ -3,7 +3,10 @@
 // A file holds one case object or {"cases": [ ... ]}. A case:
 //   {"name": "...", "op": "paged_kv_write", "config": {...}, "seed": 1,
 //    "tensors": {"<arg>": {"shape": [...], "dtype": "bf16", "strides": [...]?, "init": {...}, "output": bool?}},
-//    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2}},
+//    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2} | {"mode": "lse"}},
+//      rel_l2: ||out - ref|| / ||ref|| <= tol, NaN fails, and every row (innermost axis) the reference
+//      makes all exact zeros (rows the contract makes zero) must be exact zeros; lse: |out - ref| <= 2e-3 * max(1, |ref|) where ref is
+//      finite, +-inf must match exactly (SPEC.md §1.12).
 //    "golden": {"<arg>": {"bits": [...]} | {"values": [...]}},        (optional; expected reference output)
 //    "expect_error": {"category": "dtype", "contains": "slot_mapping"}, (optional; a rejected call)
 //    "gpu_only": bool?}  (the case concerns the kernel path only: error cases skip the reference)
@@ -37,7 +40,7 @@ struct TensorSpec {
 };
 
 struct CompareSpec {
-  std::string mode;  // "bitwise" | "rel_l2"
+  std::string mode;  // "bitwise" | "rel_l2" | "lse"
   double tol = 0;
 };
 
@@ -74,6 +77,11 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed);
 
 // ||a - b|| / ||b|| over the logical elements (NaN anywhere gives +inf).
 double rel_l2(const HostTensor& a, const HostTensor& b);
+// Largest |out - ref| / max(1, |ref|) over finite ref entries; +inf when an infinity or NaN differs.
+// `where` gets the worst element.
+double lse_error(const HostTensor& out, const HostTensor& ref, std::string* where);
+// Rows (innermost axis) that the reference makes all exact zeros must be all exact zeros in out.
+bool zeros_match(const HostTensor& out, const HostTensor& ref, std::string* where);
 // Byte-for-byte equality of the whole storage; on failure `where` gets the first differing element.
 bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where);
 // A HostTensor holding the golden bits/values of `spec`.

@@ -80,6 +80,8 @@ Plan OpInstance::plan(const TensorArgs& tensors) {
 const std::vector<OpDefinition>& op_definitions() {
   static const std::vector<OpDefinition> defs = {
       paged_kv_write_definition(),
+      gqa_fwd_definition(),
+      gqa_varlen_fwd_definition(),
   };
   return defs;
 }

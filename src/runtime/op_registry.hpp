@@ -92,5 +92,7 @@ const OpDefinition& find_op(std::string_view name);
 
 // Defined by each op family (src/ops/<family>/).
 OpDefinition paged_kv_write_definition();
+OpDefinition gqa_fwd_definition();
+OpDefinition gqa_varlen_fwd_definition();
 
 }  // namespace attnjit::detail

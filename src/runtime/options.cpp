@@ -1,6 +1,8 @@
 // RuntimeOptions: the one place that reads ATTNJIT_* environment variables.
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 
@@ -23,17 +25,33 @@ bool parse_bool(const char* name, const char* v) {
 }
 
 std::uint64_t parse_bytes(const char* name, const char* v) {
-  // Accepts a plain integer or one with a K/M/G suffix (powers of 1024).
+  // Accepts a plain non-negative integer or one with a K/M/G suffix (powers of 1024).
+  auto bad = [&] {
+    return InvalidArgument(
+        fmt::format("environment: {}: expected a byte count such as 4294967296 or 4G, got '{}'", name, v));
+  };
+  if (!(*v >= '0' && *v <= '9')) throw bad();
+  errno = 0;
   char* end = nullptr;
   unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno == ERANGE) throw bad();
   std::string suffix(end ? end : "");
   std::uint64_t mul = 1;
   if (suffix == "K" || suffix == "KiB") mul = 1ull << 10;
   else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
   else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
-  else if (!suffix.empty() || end == v)
-    throw InvalidArgument(fmt::format("environment: {}: expected a byte count such as 4294967296 or 4G, got '{}'", name, v));
+  else if (!suffix.empty()) throw bad();
+  if (n > UINT64_MAX / mul) throw bad();
   return n * mul;
+}
+
+int parse_nonneg_int(const char* name, const char* v) {
+  errno = 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (errno == ERANGE || end == v || *end != '\0' || n < 0 || n > 86400000)
+    throw InvalidArgument(fmt::format("environment: {}: expected an integer in [0, 86400000], got '{}'", name, v));
+  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -45,12 +63,18 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_CACHE_DISABLE")) o.cache_disabled = parse_bool("ATTNJIT_CACHE_DISABLE", v);
   if (auto v = env("ATTNJIT_CACHE_MAX_BYTES")) o.cache_max_bytes = parse_bytes("ATTNJIT_CACHE_MAX_BYTES", v);
   if (auto v = env("ATTNJIT_LOCK_DIR")) o.lock_dir = v;
-  if (auto v = env("ATTNJIT_LOCK_TIMEOUT_MS")) o.lock_timeout_ms = std::atoi(v);
+  if (auto v = env("ATTNJIT_LOCK_TIMEOUT_MS")) o.lock_timeout_ms = parse_nonneg_int("ATTNJIT_LOCK_TIMEOUT_MS", v);
   if (auto v = env("ATTNJIT_NO_JIT")) o.no_jit = parse_bool("ATTNJIT_NO_JIT", v);
   if (auto v = env("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
   if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
   if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
+  if (auto v = env("ATTNJIT_GQA_BLOCK_N")) {
+    const int n = parse_nonneg_int("ATTNJIT_GQA_BLOCK_N", v);
+    if (n != 0 && n != 32 && n != 64)
+      throw InvalidArgument(fmt::format("environment: ATTNJIT_GQA_BLOCK_N: expected 0, 32 or 64, got '{}'", v));
+    o.gqa_block_n = n;
+  }
   return o;
 }
 
@@ -62,18 +86,31 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       if (k == "cache_dir") o.cache_dir = v.get<std::string>();
       else if (k == "cache_read_only") o.cache_read_only = v.get<bool>();
       else if (k == "cache_disabled") o.cache_disabled = v.get<bool>();
-      else if (k == "cache_max_bytes") o.cache_max_bytes = v.get<std::uint64_t>();
+      else if (k == "cache_max_bytes") {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+          throw nlohmann::json::type_error::create(302, "unsigned", nullptr);
+        o.cache_max_bytes = v.get<std::uint64_t>();
+      }
       else if (k == "lock_dir") o.lock_dir = v.get<std::string>();
-      else if (k == "lock_timeout_ms") o.lock_timeout_ms = v.get<int>();
+      else if (k == "lock_timeout_ms") {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 86400000)
+          throw nlohmann::json::type_error::create(302, "milliseconds", nullptr);
+        o.lock_timeout_ms = v.get<int>();
+      }
       else if (k == "no_jit") o.no_jit = v.get<bool>();
       else if (k == "dump_sources_dir") o.dump_sources_dir = v.get<std::string>();
       else if (k == "lineinfo") o.lineinfo = v.get<bool>();
       else if (k == "log_level") o.log_level = v.get<std::string>();
       else if (k == "arch") o.arch = v.get<std::string>();
+      else if (k == "gqa_block_n") {
+        if (!v.is_number_integer() || (v.get<int>() != 0 && v.get<int>() != 32 && v.get<int>() != 64))
+          throw InvalidArgument(fmt::format("options: param: gqa_block_n: expected 0, 32 or 64, got {}", v.dump()));
+        o.gqa_block_n = v.get<int>();
+      }
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
                                           "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
-                                          "dump_sources_dir, lineinfo, log_level, arch, got an unknown key", k));
+                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_block_n, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));
     }

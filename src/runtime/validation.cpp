@@ -15,6 +15,11 @@ std::string dtypes_of(std::initializer_list<DType> dts) {
   for (auto d : dts) s += fmt::format("{}{}", s.empty() ? "" : " or ", dtype_name(d));
   return s;
 }
+std::string strides_of(const TensorRef& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += fmt::format("{}{}", d ? ", " : "", t.strides[d]);
+  return s + "]";
+}
 }  // namespace
 
 void ArgChecker::only_known(std::initializer_list<std::string_view> known) const {
@@ -83,6 +88,28 @@ void ArgChecker::metadata(std::string_view name, const TensorRef& t) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
   if (addr % dtype_size(t.dtype) != 0)
     fail("layout", name, "expected a base aligned to {} bytes (class M), got address {:#x}", dtype_size(t.dtype), addr);
+}
+
+void ArgChecker::contiguous(std::string_view name, const TensorRef& t, bool align16) const {
+  if (!t.is_contiguous()) fail("layout", name, "expected a contiguous (row-major) tensor, got strides {}", strides_of(t));
+  const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
+  const std::uintptr_t align = align16 && placement_ == Placement::kDevice ? 16 : dtype_size(t.dtype);
+  if (addr % align != 0) fail("layout", name, "expected a {}-byte aligned base, got address {:#x}", align, addr);
+}
+
+void ArgChecker::output(std::string_view name, const TensorRef& t,
+                        std::initializer_list<std::pair<std::string_view, const TensorRef*>> others) const {
+  contiguous(name, t, /*align16=*/true);
+  const auto lo = reinterpret_cast<std::uintptr_t>(t.data);
+  const auto hi = lo + static_cast<std::uintptr_t>(t.numel() * dtype_size(t.dtype));
+  for (const auto& [other_name, o] : others) {
+    if (!o || o->numel() == 0 || t.numel() == 0) continue;
+    int64_t span = 1;
+    for (int d = 0; d < o->ndim; ++d) span += (o->shape[d] - 1) * o->strides[d];
+    const auto olo = reinterpret_cast<std::uintptr_t>(o->data);
+    const auto ohi = olo + static_cast<std::uintptr_t>(span * dtype_size(o->dtype));
+    if (lo < ohi && olo < hi) fail("layout", name, "expected no overlap with {} (class O), got overlapping memory", other_name);
+  }
 }
 
 void ArgChecker::device(std::string_view name, const TensorRef& t) {

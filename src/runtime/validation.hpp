@@ -40,6 +40,11 @@ class ArgChecker {
   // Layout classes of SPEC.md §1.2. Alignment is checked for device plans only (host: element size).
   void feature(std::string_view name, const TensorRef& t, bool read_only) const;  // F (and W: read_only=false)
   void metadata(std::string_view name, const TensorRef& t) const;               // M
+  // C: dense row-major, base aligned to the element size (16 bytes when `align16`).
+  void contiguous(std::string_view name, const TensorRef& t, bool align16) const;
+  // O: class C with a 16-byte aligned base, not overlapping `others` (name, tensor) pairs.
+  void output(std::string_view name, const TensorRef& t,
+              std::initializer_list<std::pair<std::string_view, const TensorRef*>> others) const;
   // Placement (host or device) and one device for all tensors passed so far.
   void device(std::string_view name, const TensorRef& t);
   Device call_device() const { return device_; }

@@ -46,3 +46,23 @@ __device__ __forceinline__ uint2 to_e4m3x8(uint4 in, float scale) {
 }
 
 }  // namespace attnjit::kernels
+
+namespace attnjit::kernels {
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Two e4m3 bytes (low byte first) to fp32 (exact).
+__device__ __forceinline__ float2 e4m3x2_to_float2(unsigned short v) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<__half2*>(&h));
+}
+
+}  // namespace attnjit::kernels

@@ -1,0 +1,524 @@
+// gqa_fwd / gqa_varlen_fwd, portable backend: a FlashAttention-2-style forward on warp-level mma.sync.
+//
+// One CTA computes one tile of BM packed query rows of one KV head: packed row m is (query position
+// i = m / g, head-in-group m % g), so the g query heads of a GQA group share every K/V tile the CTA
+// loads. Q, K and V tiles live in shared memory (row pitch D + 8 elements, which keeps ldmatrix free of
+// bank conflicts for every D); S = Q K^T and O += P V run on m16n8k16 MMAs with fp32 accumulation; the
+// softmax is online in registers (log2 domain). Loads overlap compute as in FlashAttention-2: V(t) lands
+// while S(t) is computed, K(t+1) while P(t) V(t) is. Tiles wholly outside the causal/window band are
+// skipped; only tiles crossing a boundary are masked. e4m3 inputs are dequantised (and RoPE applied) on
+// the way into shared memory, in the compute dtype.
+#pragma once
+#include "common/mma.cuh"
+#include "common/numeric.cuh"
+#include "dense/gqa_fwd_params.cuh"
+
+namespace attnjit::kernels {
+
+template <typename T_, typename TIn_, int D_, int BM_, int BN_, int WARPS_, bool CAUSAL_, bool WINDOW_, bool SOFTCAP_,
+          int ROPE_, bool VARLEN_, bool SINKS_>
+struct GqaFwdConfig {
+  using T = T_;      // compute dtype (MMA operands, output)
+  using TIn = TIn_;  // input dtype: T or __nv_fp8_e4m3
+  static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_;
+  static constexpr bool kCausal = CAUSAL_, kWindow = WINDOW_, kSoftcap = SOFTCAP_, kVarlen = VARLEN_, kSinks = SINKS_;
+  static constexpr int kRope = ROPE_;  // 0 none, 1 neox, 2 interleaved
+  static_assert(sizeof(T) == 2, "gqa_fwd: the compute dtype is 16-bit");
+  static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "gqa_fwd: inputs are 16-bit or e4m3");
+  static_assert(D % 32 == 0 && D >= 32 && D <= 256, "gqa_fwd: D must be a multiple of 32 in [32, 256]");
+  static_assert(BN % 16 == 0, "gqa_fwd: BN must be a multiple of 16");
+  static_assert(BM % (16 * WARPS) == 0, "gqa_fwd: each warp owns a multiple of 16 rows");
+  static_assert(kRope >= 0 && kRope <= 2, "gqa_fwd: rope mode is 0, 1 or 2");
+  static_assert(!kSinks || kVarlen, "gqa_fwd: sinks exist only in gqa_varlen_fwd");
+  static constexpr bool kFp8 = sizeof(TIn) == 1;
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kWarpRows = BM / WARPS;
+  static constexpr int kMT = kWarpRows / 16;  // m16 tiles per warp
+  static constexpr int kNT = BN / 8;          // n8 tiles of S
+  static constexpr int kDT = D / 8;           // n8 tiles of O
+  static constexpr int kKS = D / 16;          // k16 steps of Q K^T
+  static constexpr int kPitch = D + 8;        // shared-memory row pitch, elements
+  // RoPE keeps each rotated Q/K value as hi + lo in two 16-bit tiles (see rope_rotate).
+  static constexpr int kSmemRows = BM + 2 * BN + (kRope != 0 ? BM + BN : 0);
+  static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
+};
+
+// Loads ROWS rows of D elements into shared memory. row_ptr(row) gives the row's global address, or
+// nullptr for a row outside the problem (zero-filled). 16-bit rows go through cp.async (the caller
+// commits and waits); e4m3 rows are converted to T synchronously. Every e4m3 value is exact in fp16
+// and bf16, so the dequantisation scales are not applied here but folded, exactly, into the logit
+// scale (q_scale * k_scale) and the output (v_scale).
+template <typename Cfg, int ROWS, typename RowPtr>
+__device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr) {
+  using T = typename Cfg::T;
+  if constexpr (!Cfg::kFp8) {
+    constexpr int kChunks = Cfg::D / 8;
+    if constexpr (Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
+      // NOTE: each thread keeps one 16-byte column and walks rows: fully unrolled, no divisions.
+      constexpr int kRowStep = Cfg::kThreads / kChunks;
+      const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
+#pragma unroll
+      for (int it = 0; it < ROWS / kRowStep; ++it) {
+        const int row = row0 + it * kRowStep;
+        const auto* src = row_ptr(row);
+        cp_async_16(smem + row * Cfg::kPitch + ch * 8, src ? src + ch * 8 : nullptr, src != nullptr);
+      }
+    } else {
+#pragma unroll
+      for (int it = 0; it < (ROWS * kChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++it) {
+        const int idx = it * Cfg::kThreads + threadIdx.x;
+        if (ROWS * kChunks % Cfg::kThreads != 0 && idx >= ROWS * kChunks) break;
+        const int row = idx / kChunks, ch = idx % kChunks;
+        const auto* src = row_ptr(row);
+        cp_async_16(smem + row * Cfg::kPitch + ch * 8, src ? src + ch * 8 : nullptr, src != nullptr);
+      }
+    }
+  } else {
+    constexpr int kChunks = Cfg::D / 16;
+    for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += Cfg::kThreads) {
+      const int row = idx / kChunks, ch = idx % kChunks;
+      const auto* src = row_ptr(row);
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (src) raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(src) + ch * 16);
+      const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+      unsigned out[8];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 lo = e4m3x2_to_float2(static_cast<unsigned short>(w[q] & 0xFFFF));
+        const float2 hi = e4m3x2_to_float2(static_cast<unsigned short>(w[q] >> 16));
+        out[2 * q] = MmaOp<T>::pack(lo.x, lo.y);
+        out[2 * q + 1] = MmaOp<T>::pack(hi.x, hi.y);
+      }
+      uint4* dst = reinterpret_cast<uint4*>(smem + row * Cfg::kPitch + ch * 16);
+      dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+      dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+  }
+}
+
+// Loads ROWS rows base[row * stride], rows >= valid_rows zero-filled: the K and V tiles. The same as
+// load_tile, with the row address affine in the row so that the unrolled loop only adds offsets.
+template <typename Cfg, int ROWS>
+__device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const typename Cfg::TIn* base, long long stride,
+                                                 int valid_rows) {
+  constexpr int kElems = Cfg::kFp8 ? 16 : 8;  // elements per 16-byte global chunk
+  constexpr int kChunks = Cfg::D / kElems;
+  if constexpr (!Cfg::kFp8 && Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
+    constexpr int kRowStep = Cfg::kThreads / kChunks;
+    const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
+    const typename Cfg::TIn* src = base + row0 * stride + ch * kElems;
+    typename Cfg::T* dst = smem + row0 * Cfg::kPitch + ch * kElems;
+    const long long step = kRowStep * stride;
+#pragma unroll
+    for (int it = 0; it < ROWS / kRowStep; ++it) {
+      const bool valid = row0 + it * kRowStep < valid_rows;
+      cp_async_16(dst + it * kRowStep * Cfg::kPitch, valid ? src + it * step : base, valid);
+    }
+  } else {
+    load_tile<Cfg, ROWS>(smem, [&](int row) -> const typename Cfg::TIn* {
+      return row < valid_rows ? base + row * stride : nullptr;
+    });
+  }
+}
+
+// Rotates the first R channels of ROWS shared-memory rows (SPEC.md §1.7) in fp32. The rotated value
+// is stored as hi = rnd(x) in `smem` and lo = rnd(x - hi) in `lo_tile`, so that the S = Q K^T products
+// hi*hi + hi*lo + lo*hi recover fp32 accuracy (rounding the rotated operands to 16 bits once would cost
+// about 2^-9 of every logit). lo columns in [R, R rounded up to 16) and lo of rows outside the problem
+// (pos_of(row) < 0) are zero.
+template <typename Cfg, int ROWS, typename PosOf>
+__device__ __forceinline__ void rope_rotate(typename Cfg::T* smem, typename Cfg::T* lo_tile, PosOf pos_of,
+                                            const GqaFwdParams& p) {
+  using T = typename Cfg::T;
+  const int half = p.rotary_dim / 2;
+  const int cols16 = (p.rotary_dim + 15) / 16 * 16;
+  const T* cos_t = static_cast<const T*>(p.rope_cos);
+  const T* sin_t = static_cast<const T*>(p.rope_sin);
+  for (int idx = threadIdx.x; idx < ROWS * half; idx += Cfg::kThreads) {
+    const int row = idx / half, c = idx % half;
+    const int pos = pos_of(row);
+    const int a = Cfg::kRope == 1 ? c : 2 * c;
+    const int b = Cfg::kRope == 1 ? c + half : 2 * c + 1;
+    T* x = smem + row * Cfg::kPitch;
+    T* lo = lo_tile + row * Cfg::kPitch;
+    if (pos < 0) {
+      lo[a] = from_float<T>(0.f);
+      lo[b] = from_float<T>(0.f);
+      continue;
+    }
+    const float cs = to_float(cos_t[pos * p.cos_sp + c * p.cos_sc]);
+    const float sn = to_float(sin_t[pos * p.sin_sp + c * p.sin_sc]);
+    const float xa = to_float(x[a]), xb = to_float(x[b]);
+    const float ya = xa * cs - xb * sn, yb = xb * cs + xa * sn;
+    const T ha = from_float<T>(ya), hb = from_float<T>(yb);
+    x[a] = ha;
+    x[b] = hb;
+    lo[a] = from_float<T>(ya - to_float(ha));
+    lo[b] = from_float<T>(yb - to_float(hb));
+  }
+  const int pad = cols16 - p.rotary_dim;
+  for (int idx = threadIdx.x; idx < ROWS * pad; idx += Cfg::kThreads)
+    lo_tile[(idx / pad) * Cfg::kPitch + p.rotary_dim + idx % pad] = from_float<T>(0.f);
+}
+
+// Varlen: maps the CTA's linear tile index to (request, tile within the request) by a warp-wide scan of
+// per-request tile counts. Returns false when the index lies past the last tile.
+template <int BM>
+__device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, int& tile) {
+  const int lane = threadIdx.x & 31;
+  const int g = p.group;
+  int acc = 0;
+  tile = blockIdx.x;
+  for (int base = 0; base < p.batch; base += 32) {
+    const int idx = base + lane;
+    const int len = idx < p.batch ? p.cu_q[idx + 1] - p.cu_q[idx] : 0;
+    const int tiles = (len * g + BM - 1) / BM;
+    int incl = tiles;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += n;
+    }
+    const int total = __shfl_sync(0xffffffffu, incl, 31);
+    if (tile < acc + total) {
+      const unsigned mask = __ballot_sync(0xffffffffu, tile < acc + incl);
+      const int first = __ffs(mask) - 1;
+      const int excl = __shfl_sync(0xffffffffu, incl - tiles, first);
+      b = base + first;
+      tile -= acc + excl;
+      return true;
+    }
+    acc += total;
+  }
+  return false;
+}
+
+template <typename T, typename TIn, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP, int ROPE,
+          bool VARLEN, bool SINKS>
+__global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ GqaFwdParams p) {
+  using Cfg = GqaFwdConfig<T, TIn, D, BM, BN, WARPS, CAUSAL, WINDOW, SOFTCAP, ROPE, VARLEN, SINKS>;
+  using Mma = MmaOp<T>;
+  constexpr int kPitch = Cfg::kPitch, kMT = Cfg::kMT, kNT = Cfg::kNT, kDT = Cfg::kDT;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + BM * kPitch;
+  T* sV = sK + BN * kPitch;
+  T* sQlo = sV + BN * kPitch;  // RoPE only: low parts of the rotated Q and K
+  T* sKlo = sQlo + BM * kPitch;
+  const int rope_cols = ROPE != 0 ? (p.rotary_dim + 15) / 16 * 16 : 0;
+
+  const int r = blockIdx.y;  // KV head
+  const int g = p.group;
+  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len;
+  if constexpr (VARLEN) {
+    if (!find_varlen_tile<BM>(p, b, tile)) return;
+    q_off = p.cu_q[b];
+    q_len = p.cu_q[b + 1] - q_off;
+    kv_off = p.cu_kv[b];
+    kv_len = p.cu_kv[b + 1] - kv_off;
+  } else {
+    b = blockIdx.z;
+    tile = blockIdx.x;
+    q_len = p.s_q;
+    kv_len = p.s_kv;
+  }
+  const int m_base = tile * BM;
+  if (m_base >= q_len * g) return;
+
+  const TIn* qb = static_cast<const TIn*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
+  const TIn* kb = static_cast<const TIn*>(p.k) + (VARLEN ? kv_off * p.k_ss : b * p.k_sb) + r * p.k_sh;
+  const TIn* vb = static_cast<const TIn*>(p.v) + (VARLEN ? kv_off * p.v_ss : b * p.v_sb) + r * p.v_sh;
+  T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
+  // Logit scales (log2 domain) and the output scale; e4m3 dequantisation folds in here.
+  // score_scale turns a score into a log2-domain logit: sm_scale * log2(e) for raw dot products, 1 for
+  // softcapped scores (already logits).
+  float score_scale = SOFTCAP ? 1.f : p.scale_log2, softcap_inv_scale = p.softcap_inv_scale, out_scale_v = 1.f;
+  if constexpr (Cfg::kFp8) {
+    const float qk = p.q_scale[b * p.qsc_sb + r * p.qsc_sr] * p.k_scale[b * p.ksc_sb + r * p.ksc_sr];
+    if constexpr (SOFTCAP) softcap_inv_scale *= qk;
+    else score_scale *= qk;
+    out_scale_v = p.v_scale[b * p.vsc_sb + r * p.vsc_sr];
+  }
+
+  // The band of keys any row of this tile can see, and the tiles that cover it.
+  const int shift = kv_len - q_len;  // bottom-right alignment: p_i = i + shift
+  const int i_min = m_base / g;
+  const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
+  const int p_min = i_min + shift, p_max = i_max + shift;
+  int lo = 0, hi = kv_len;
+  if constexpr (CAUSAL) hi = min(hi, p_max + 1);
+  if constexpr (WINDOW) {
+    if (p.window_left >= 0) lo = max(lo, p_min - p.window_left);
+    if (p.window_right >= 0) hi = min(hi, p_max + p.window_right + 1);
+  }
+  const int n_first = lo / BN * BN;
+  const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp_row0 = warp * Cfg::kWarpRows;
+  // This thread's rows: (mt, hf) -> tile row warp_row0 + mt * 16 + lane / 4 + hf * 8, at key position
+  // row_pos (query index + shift).
+  int row_pos[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) row_pos[mt][hf] = (m_base + warp_row0 + mt * 16 + lane / 4 + hf * 8) / g + shift;
+
+  auto q_row = [&](int row) -> const TIn* {
+    const int gm = m_base + row, i = gm / g;
+    return i < q_len ? qb + i * p.q_ss + (gm - i * g) * p.q_sh : nullptr;
+  };
+  auto q_pos = [&](int row) -> int {
+    const int i = (m_base + row) / g;
+    return i < q_len ? i + shift : -1;
+  };
+  auto k_pos = [&](int n0) {
+    return [=](int row) -> int { return n0 + row < kv_len ? n0 + row : -1; };
+  };
+
+  float o_acc[kMT][kDT][4];
+  float m_i[kMT][2], l_i[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[mt][dt][e] = 0.f;
+    m_i[mt][0] = m_i[mt][1] = -kInf();
+    l_i[mt][0] = l_i[mt][1] = 0.f;
+  }
+
+  load_tile<Cfg, BM>(sQ, q_row);
+  if (num_tiles > 0) load_tile_affine<Cfg, BN>(sK, kb + n_first * p.k_ss, p.k_ss, kv_len - n_first);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  if constexpr (ROPE != 0) {
+    rope_rotate<Cfg, BM>(sQ, sQlo, q_pos, p);
+    if (num_tiles > 0) rope_rotate<Cfg, BN>(sK, sKlo, k_pos(n_first), p);
+    __syncthreads();
+  }
+
+  for (int t = 0; t < num_tiles; ++t) {
+    const int n0 = n_first + t * BN;
+    load_tile_affine<Cfg, BN>(sV, vb + n0 * p.v_ss, p.v_ss, kv_len - n0);
+    cp_async_commit();
+
+    // S = Q K^T for this warp's rows.
+    float s[kMT][kNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks16 = 0; ks16 < Cfg::kKS; ++ks16) {
+      unsigned a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+        ldmatrix_x4(a[mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        unsigned bk[4];
+        ldmatrix_x4(bk, sK + (np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Mma::run(s[mt][2 * np], a[mt], bk[0], bk[1]);
+          Mma::run(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+      if constexpr (ROPE != 0) {
+        // The rotated channels' correction terms: Q_lo K_hi + Q_hi K_lo.
+        if (ks16 * 16 < rope_cols) {
+          unsigned alo[kMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            ldmatrix_x4(alo[mt], sQlo + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+#pragma unroll
+          for (int np = 0; np < kNT / 2; ++np) {
+            const int off = (np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8;
+            unsigned bk[4], bklo[4];
+            ldmatrix_x4(bk, sK + off);
+            ldmatrix_x4(bklo, sKlo + off);
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              Mma::run(s[mt][2 * np], alo[mt], bk[0], bk[1]);
+              Mma::run(s[mt][2 * np + 1], alo[mt], bk[2], bk[3]);
+              Mma::run(s[mt][2 * np], a[mt], bklo[0], bklo[1]);
+              Mma::run(s[mt][2 * np + 1], a[mt], bklo[2], bklo[3]);
+            }
+          }
+        }
+      }
+    }
+
+    // Scores: raw dot products (the logit scale is applied inside exp2 below), or with softcap already
+    // capped logits in the log2 domain. Masking only on tiles that cross the band's edges or kv_len.
+    bool need_mask = n0 + BN > kv_len;
+    if constexpr (CAUSAL) need_mask = need_mask || n0 + BN - 1 > p_min;
+    if constexpr (WINDOW) {
+      need_mask = need_mask || (p.window_left >= 0 && n0 < p_max - p.window_left) ||
+                  (p.window_right >= 0 && n0 + BN - 1 > p_min + p.window_right);
+    }
+    if (SOFTCAP || need_mask) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mt][nt][e];
+            if constexpr (SOFTCAP) x = p.softcap_log2 * fast_tanh(x * softcap_inv_scale);
+            if (need_mask) {
+              const int j = n0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+              const int pos = row_pos[mt][e >> 1];
+              bool visible = j < kv_len;
+              if constexpr (CAUSAL) visible = visible && j <= pos;
+              if constexpr (WINDOW) {
+                visible = visible && (p.window_left < 0 || j >= pos - p.window_left) &&
+                          (p.window_right < 0 || j <= pos + p.window_right);
+              }
+              if (!visible) x = -kInf();
+            }
+            s[mt][nt][e] = x;
+          }
+    }
+
+    // Online softmax with lazy rescaling: a row's reference maximum m_i moves only when the tile's
+    // maximum exceeds it by more than 2^8 (probabilities up to 256 are exact enough in fp32 sums and
+    // 16-bit P), and O and l are rescaled only when some row of the warp moved.
+    float tile_max[kMT][2];
+    bool moved = false;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = -kInf();
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        tile_max[mt][hf] = mx;
+        moved = moved || mx * score_scale > m_i[mt][hf] * score_scale + 8.f;
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const float m_new = fmaxf(m_i[mt][hf], tile_max[mt][hf]);
+          const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[mt][hf] - m_new) * score_scale);
+          m_i[mt][hf] = m_new;
+          l_i[mt][hf] *= alpha;
+#pragma unroll
+          for (int dt = 0; dt < kDT; ++dt) {
+            o_acc[mt][dt][2 * hf] *= alpha;
+            o_acc[mt][dt][2 * hf + 1] *= alpha;
+          }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const float m_scaled = m_i[mt][hf] == -kInf() ? 0.f : m_i[mt][hf] * score_scale;
+        float rs = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], score_scale, -m_scaled));
+          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], score_scale, -m_scaled));
+          s[mt][nt][2 * hf] = p0;
+          s[mt][nt][2 * hf + 1] = p1;
+          rs += p0 + p1;
+        }
+        l_i[mt][hf] += rs;
+      }
+
+    cp_async_wait<0>();
+    __syncthreads();  // V(t) landed; every warp is done reading K(t)
+    if (t + 1 < num_tiles) {
+      load_tile_affine<Cfg, BN>(sK, kb + (n0 + BN) * p.k_ss, p.k_ss, kv_len - n0 - BN);
+      cp_async_commit();
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      unsigned a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = Mma::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = Mma::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = Mma::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = Mma::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kDT / 2; ++dp) {
+        unsigned bv[4];
+        ldmatrix_x4_trans(bv, sV + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dp * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Mma::run(o_acc[mt][2 * dp], a[mt], bv[0], bv[1]);
+          Mma::run(o_acc[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+
+    if (t + 1 < num_tiles) {
+      cp_async_wait<0>();
+      __syncthreads();  // K(t+1) landed; every warp is done reading V(t)
+      if constexpr (ROPE != 0) {
+        rope_rotate<Cfg, BN>(sK, sKlo, k_pos(n0 + BN), p);
+        __syncthreads();
+      }
+    }
+  }
+
+  // Normalise, fold in the sink, write O and the natural-log LSE.
+  constexpr float kLn2 = 0.69314718055994530942f;
+  constexpr float kLog2e = 1.44269504088896340736f;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float l = l_i[mt][hf];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      float m = m_i[mt][hf] * score_scale;  // log2 domain (-inf stays -inf)
+      const int gm = m_base + warp_row0 + mt * 16 + lane / 4 + hf * 8;
+      const int i = gm / g, hg = gm - i * g;
+      const int h = r * g + hg;
+      float empty_lse = -kInf();
+      float out_scale = out_scale_v;
+      if constexpr (SINKS) {
+        const float sink = i < q_len ? p.sinks[h * p.sinks_s] : -kInf();
+        if (sink == kInf()) {
+          l = 0.f;
+          empty_lse = kInf();
+        } else if (sink != -kInf()) {
+          const float s2 = sink * kLog2e;
+          const float M = fmaxf(m, s2);
+          const float f = fast_exp2(m - M);
+          l = l * f + fast_exp2(s2 - M);
+          out_scale *= f;
+          m = M;
+        }
+      }
+      const float inv = l > 0.f ? out_scale / l : 0.f;
+      if (i < q_len) {
+        T* orow = ob + static_cast<long long>(i) * p.o_ss + hg * p.o_sh + 2 * (lane % 4);
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt)
+          *reinterpret_cast<unsigned*>(orow + dt * 8) =
+              Mma::pack(o_acc[mt][dt][2 * hf] * inv, o_acc[mt][dt][2 * hf + 1] * inv);
+        if (p.lse && lane % 4 == 0) {
+          const float lse = l > 0.f ? (m + log2f(l)) * kLn2 : empty_lse;
+          if constexpr (VARLEN) p.lse[static_cast<long long>(q_off + i) * p.lse_ss + h * p.lse_sh] = lse;
+          else p.lse[b * p.lse_sb + h * p.lse_sh + static_cast<long long>(i) * p.lse_ss] = lse;
+        }
+      }
+    }
+}
+
+}  // namespace attnjit::kernels

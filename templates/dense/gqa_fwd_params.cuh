@@ -1,0 +1,41 @@
+// Launch parameters of the gqa_fwd / gqa_varlen_fwd kernels, shared by the host planner and the device
+// code (plain types only). Strides are in elements.
+#pragma once
+
+namespace attnjit::kernels {
+
+struct GqaFwdParams {
+  const void* q;  // dense [B, S_q, H, D]; varlen [T_q, H, D]
+  const void* k;  // dense [B, S_kv, H_kv, D]; varlen [T_kv, H_kv, D]
+  const void* v;
+  void* o;        // like q, compute dtype
+  float* lse;     // dense [B, H, S_q]; varlen [T_q, H]; null when absent
+  long long q_sb, q_ss, q_sh;  // batch (dense), token, head strides
+  long long k_sb, k_ss, k_sh;
+  long long v_sb, v_ss, v_sh;
+  long long o_sb, o_ss, o_sh;
+  long long lse_sb, lse_sh, lse_ss;
+  const float* q_scale;  // [B, H_kv] e4m3 dequantisation scales (null for 16-bit input)
+  const float* k_scale;
+  const float* v_scale;
+  long long qsc_sb, qsc_sr, ksc_sb, ksc_sr, vsc_sb, vsc_sr;
+  const void* rope_cos;  // [P, R/2] compute dtype
+  const void* rope_sin;
+  long long cos_sp, cos_sc, sin_sp, sin_sc;
+  const float* sinks;  // [H] (varlen)
+  long long sinks_s;
+  const int* cu_q;   // [B + 1] (varlen)
+  const int* cu_kv;  // [B + 1] (varlen)
+  int batch;         // B (dense) or requests (varlen)
+  int s_q, s_kv;     // dense lengths
+  int h_kv;          // KV heads
+  int group;         // H / H_kv
+  int rotary_dim;    // R (rope)
+  int window_left, window_right;  // -1: unlimited
+  float scale_log2;  // sm_scale * log2(e)
+  float softcap;     // c (softcap kernels)
+  float softcap_inv_scale;  // sm_scale / c
+  float softcap_log2;       // c * log2(e)
+};
+
+}  // namespace attnjit::kernels
