@@ -3,9 +3,12 @@
 // checked against golden values where the case carries them.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <thread>
 
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
@@ -31,6 +34,7 @@ struct TestArgs {
   std::string filter;
   bool no_gpu = false;
   bool verbose = false;
+  int jobs = 0;
 };
 
 nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
@@ -40,11 +44,41 @@ nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
 }
 
 // Fake, distinct, 256-aligned device addresses for compile-only validation (never dereferenced).
-TensorArgs descriptor_args(const TestCase& c, const std::vector<HostTensor>& host) {
+TensorArgs descriptor_args(const TestCase& c) {
   TensorArgs args;
-  for (size_t i = 0; i < host.size(); ++i)
-    args.set(c.tensors[i].name, host[i].ref(reinterpret_cast<void*>((i + 1) << 32), {DeviceKind::kCUDA, 0}));
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    HostTensor shape_only;
+    shape_only.spec = &c.tensors[i];
+    args.set(c.tensors[i].name, shape_only.ref(reinterpret_cast<void*>((i + 1) << 32), {DeviceKind::kCUDA, 0}));
+  }
   return args;
+}
+
+// Compiles every kernel the cases select, `jobs` at a time, before any case runs (cases then find
+// them in memory). A case whose call is invalid is skipped here; its own run reports it.
+void precompile(Runtime& rt, const std::vector<TestCase>& cases, const std::string& arch, int jobs) {
+  std::vector<jit::KernelSpec> specs;
+  std::set<std::string> seen;
+  for (const auto& c : cases) {
+    if (c.expect_error) continue;
+    try {
+      for (auto& s : rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(descriptor_args(c), arch))
+        if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
+    } catch (const std::exception&) {
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      try {
+        rt.impl().kernels().compiled(specs[i]);
+      } catch (const std::exception&) {
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < std::max(1, jobs); ++j) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
 }
 
 // Checks a raised error against the case's expectation; returns an empty string on a match.
@@ -159,7 +193,7 @@ Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
     o.detail = c.gpu_only ? "rejected by the kernel path" : "rejected by reference and kernel";
   } else if (c.expect_error->category != "content") {
     // Without a GPU the kernel path's descriptor checks still run (content checks need device data).
-    auto dargs = descriptor_args(c, before);
+    auto dargs = descriptor_args(c);
     if (auto m = expect_rejection(c, [&] {
           rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, rt.impl().default_arch());
         });
@@ -178,7 +212,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   Outcome o;
   auto inputs = make_inputs(c);
   // 1. Compile the kernels the call selects (this also runs the kernel path's descriptor checks).
-  auto dargs = descriptor_args(c, inputs);
+  auto dargs = descriptor_args(c);
   const std::string arch = gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch();
   auto specs = rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
   for (const auto& s : specs) rt.impl().kernels().compiled(s);
@@ -232,17 +266,20 @@ int run_tests(const TestArgs& a) {
   double worst = 0;
   std::string worst_case;
   const auto t0 = std::chrono::steady_clock::now();
+  std::vector<TestCase> cases;
   for (const auto& file : a.files) {
-    std::vector<TestCase> cases;
     try {
-      cases = load_test_cases(file);
+      for (auto& c : load_test_cases(file))
+        if (a.filter.empty() || c.name.find(a.filter) != std::string::npos) cases.push_back(std::move(c));
     } catch (const std::exception& e) {
       fmt::print("FAIL {}: {}\n", file, e.what());
       ++failed;
-      continue;
     }
+  }
+  const int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  precompile(rt, cases, gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch(), jobs);
+  {
     for (const auto& c : cases) {
-      if (!a.filter.empty() && c.name.find(a.filter) == std::string::npos) continue;
       Outcome o;
       try {
         o = c.expect_error ? run_error_case(rt, c, gpu) : run_compare_case(rt, c, gpu);
@@ -286,6 +323,7 @@ void add_test_command(CLI::App& app) {
   cmd->add_option("--filter", args->filter, "Only cases whose name contains this");
   cmd->add_flag("--no-gpu", args->no_gpu, "Do not use a GPU even if one is present");
   cmd->add_flag("-v,--verbose", args->verbose, "Print passing cases too");
+  cmd->add_option("-j,--jobs", args->jobs, "Parallel kernel compiles before the cases run (default: number of cores)");
   cmd->callback([args] {
     int rc = run_tests(*args);
     if (rc) throw CLI::RuntimeError(rc);

@@ -4,10 +4,12 @@
 // i = m / g, head-in-group m % g), so the g query heads of a GQA group share every K/V tile the CTA
 // loads. Q, K and V tiles live in shared memory (row pitch D + 8 elements, which keeps ldmatrix free of
 // bank conflicts for every D); S = Q K^T and O += P V run on m16n8k16 MMAs with fp32 accumulation; the
-// softmax is online in registers (log2 domain). Loads overlap compute as in FlashAttention-2: V(t) lands
-// while S(t) is computed, K(t+1) while P(t) V(t) is. Tiles wholly outside the causal/window band are
+// softmax is online in registers (log2 domain). Tiles wholly outside the causal/window band are
 // skipped; only tiles crossing a boundary are masked. e4m3 inputs are dequantised (and RoPE applied) on
 // the way into shared memory, in the compute dtype.
+//
+// Pipeline: K and V tiles are double-buffered; the loads of tile t + 2 are issued as soon as every warp
+// is done with tile t, so each load has a whole tile of compute to land.
 #pragma once
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
@@ -39,7 +41,11 @@ struct GqaFwdConfig {
   static constexpr int kKS = D / 16;          // k16 steps of Q K^T
   static constexpr int kPitch = D + 8;        // shared-memory row pitch, elements
   // RoPE keeps each rotated Q/K value as hi + lo in two 16-bit tiles (see rope_rotate).
-  static constexpr int kSmemRows = BM + 2 * BN + (kRope != 0 ? BM + BN : 0);
+  // Q, then K and V double-buffered (tile t + 2 loads while tile t + 1 waits and tile t is computed).
+  static constexpr int kSmemRows = BM + 4 * BN + (kRope != 0 ? BM + 2 * BN : 0);
+  // Q's A fragments stay in registers for the whole key loop (saving a third of the shared-memory
+  // reads, the limiting resource of mma.sync attention) where the register budget allows it.
+  static constexpr bool kQInRegs = kRope == 0 && D <= 96;
   static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
 };
 
@@ -201,10 +207,10 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   constexpr int kPitch = Cfg::kPitch, kMT = Cfg::kMT, kNT = Cfg::kNT, kDT = Cfg::kDT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
-  T* sK = sQ + BM * kPitch;
-  T* sV = sK + BN * kPitch;
-  T* sQlo = sV + BN * kPitch;  // RoPE only: low parts of the rotated Q and K
-  T* sKlo = sQlo + BM * kPitch;
+  T* sKbuf = sQ + BM * kPitch;       // [2][BN][kPitch]
+  T* sVbuf = sKbuf + 2 * BN * kPitch;  // [2][BN][kPitch]
+  T* sQlo = sVbuf + 2 * BN * kPitch;   // RoPE only: low parts of the rotated Q and K ([2][BN] for K)
+  T* sKlobuf = sQlo + BM * kPitch;
   const int rope_cols = ROPE != 0 ? (p.rotary_dim + 15) / 16 * 16 : 0;
 
   const int r = blockIdx.y;  // KV head
@@ -288,21 +294,49 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     l_i[mt][0] = l_i[mt][1] = 0.f;
   }
 
+  // Loads K/V tile t into buffer t % 2 and commits a cp.async group (an empty one past the last tile,
+  // so that group t always holds tile t).
+  auto issue_kv = [&](int t) {
+    if (t < num_tiles) {
+      const int n0 = n_first + t * BN;
+      load_tile_affine<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, kb + n0 * p.k_ss, p.k_ss, kv_len - n0);
+      load_tile_affine<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, vb + n0 * p.v_ss, p.v_ss, kv_len - n0);
+    }
+    cp_async_commit();
+  };
   load_tile<Cfg, BM>(sQ, q_row);
-  if (num_tiles > 0) load_tile_affine<Cfg, BN>(sK, kb + n_first * p.k_ss, p.k_ss, kv_len - n_first);
-  cp_async_commit();
-  cp_async_wait<0>();
+  issue_kv(0);  // group 0: Q and tile 0
+  issue_kv(1);
+  cp_async_wait<1>();
   __syncthreads();
   if constexpr (ROPE != 0) {
     rope_rotate<Cfg, BM>(sQ, sQlo, q_pos, p);
-    if (num_tiles > 0) rope_rotate<Cfg, BN>(sK, sKlo, k_pos(n_first), p);
+    if (num_tiles > 0) rope_rotate<Cfg, BN>(sKbuf, sKlobuf, k_pos(n_first), p);
     __syncthreads();
+  }
+
+  unsigned q_frag[Cfg::kQInRegs ? Cfg::kKS : 1][kMT][4];
+  if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+    for (int ks16 = 0; ks16 < Cfg::kKS; ++ks16)
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+        ldmatrix_x4(q_frag[ks16][mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
   }
 
   for (int t = 0; t < num_tiles; ++t) {
     const int n0 = n_first + t * BN;
-    load_tile_affine<Cfg, BN>(sV, vb + n0 * p.v_ss, p.v_ss, kv_len - n0);
-    cp_async_commit();
+    const T* sK = sKbuf + (t & 1) * BN * kPitch;
+    const T* sV = sVbuf + (t & 1) * BN * kPitch;
+    const T* sKlo = sKlobuf + (t & 1) * BN * kPitch;
+    if (t > 0) {
+      cp_async_wait<1>();
+      __syncthreads();  // tile t landed (tile t + 1 may still be in flight)
+      if constexpr (ROPE != 0) {
+        rope_rotate<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, sKlobuf + (t & 1) * BN * kPitch, k_pos(n0), p);
+        __syncthreads();
+      }
+    }
 
     // S = Q K^T for this warp's rows.
     float s[kMT][kNT][4];
@@ -316,8 +350,14 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     for (int ks16 = 0; ks16 < Cfg::kKS; ++ks16) {
       unsigned a[kMT][4];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-        ldmatrix_x4(a[mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[ks16][mt][e];
+        } else {
+          ldmatrix_x4(a[mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+        }
+      }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         unsigned bk[4];
@@ -435,12 +475,6 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
         l_i[mt][hf] += rs;
       }
 
-    cp_async_wait<0>();
-    __syncthreads();  // V(t) landed; every warp is done reading K(t)
-    if (t + 1 < num_tiles) {
-      load_tile_affine<Cfg, BN>(sK, kb + (n0 + BN) * p.k_ss, p.k_ss, kv_len - n0 - BN);
-      cp_async_commit();
-    }
 
     // O += P V.
 #pragma unroll
@@ -465,15 +499,10 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
       }
     }
 
-    if (t + 1 < num_tiles) {
-      cp_async_wait<0>();
-      __syncthreads();  // K(t+1) landed; every warp is done reading V(t)
-      if constexpr (ROPE != 0) {
-        rope_rotate<Cfg, BN>(sK, sKlo, k_pos(n0 + BN), p);
-        __syncthreads();
-      }
-    }
+    __syncthreads();  // every warp is done with buffer t % 2
+    issue_kv(t + 2);
   }
+  cp_async_wait<0>();  // no cp.async may be pending at exit
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;
