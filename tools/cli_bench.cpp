@@ -27,6 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
+  std::vector<std::string> suites;  // runtime, paged_kv_write, gqa; empty = all
   std::string json_out;
   int reps = 20;
   double gib = 1.0;
@@ -131,20 +132,16 @@ struct KvWriteProblem {
 };
 
 void cold_compile(std::vector<Row>& rows) {
-  // A fresh compiler per kernel, no cache: NVRTC's full cost.
+  // A fresh NVRTC program per kernel, no cache: NVRTC's full cost, the first 4 kernels of each op's
+  // warm-up matrix.
   jit::NvrtcCompiler compiler;
-  std::vector<double> secs;
-  std::string slowest;
-  double worst = 0;
   for (const auto& def : detail::op_definitions()) {
-    for (const auto& spec : def.default_matrix("sm_90a")) {
-      auto r = compiler.compile(spec);
-      secs.push_back(r.seconds);
-      if (r.seconds > worst) worst = r.seconds, slowest = spec.describe();
-    }
+    std::vector<double> secs;
+    auto specs = def.default_matrix("sm_90a");
+    for (size_t i = 0; i < specs.size() && i < 4; ++i) secs.push_back(compiler.compile(specs[i]).seconds);
+    rows.push_back({fmt::format("cold compile, {}", def.name), fmt::format("{:.3f} s", median(secs)),
+                    fmt::format("median of {} kernels, e.g. {}", secs.size(), specs[0].describe())});
   }
-  rows.push_back({"cold compile, median over the warm-up matrix", fmt::format("{:.3f} s", median(secs)),
-                  fmt::format("{} kernels; slowest {:.3f} s ({})", secs.size(), worst, slowest)});
 }
 
 // Runs this binary again as a fresh process that loads one cached kernel and reports its timings.
@@ -285,28 +282,88 @@ void kv_write_bandwidth(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a,
   }
 }
 
+// gqa_fwd on the dense shapes of the performance table: bf16 BSHD, random inputs, TFLOP/s counted as
+// GPU.md says (4 B H S_q S_kv D, causal counting only the visible pairs).
+void gqa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  struct Shape {
+    int64_t B, S, H, H_kv, D;
+  };
+  const Shape shapes[] = {{16, 1024, 32, 8, 128}, {4, 4096, 32, 8, 128}, {1, 16384, 32, 8, 128},
+                          {4, 4096, 32, 8, 64},   {4, 4096, 16, 4, 256}};
+  const Device dev{DeviceKind::kCUDA, 0};
+  for (const auto& sh : shapes) {
+    const size_t q_bytes = static_cast<size_t>(sh.B * sh.S * sh.H * sh.D * 2);
+    const size_t kv_bytes = static_cast<size_t>(sh.B * sh.S * sh.H_kv * sh.D * 2);
+    DeviceBuffer q(q_bytes), k(kv_bytes), v(kv_bytes), o(q_bytes);
+    std::vector<uint8_t> pattern(std::min<size_t>(q_bytes, 32ull << 20));
+    std::mt19937_64 rng(7);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      float f = nd(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      pattern[i] = static_cast<uint8_t>(bits >> 16);
+      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+    KvWriteProblem::fill(q, pattern);
+    KvWriteProblem::fill(k, pattern);
+    KvWriteProblem::fill(v, pattern);
+    TensorArgs args;
+    args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, {sh.B, sh.S, sh.H, sh.D}, dev));
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, {sh.B, sh.S, sh.H_kv, sh.D}, dev));
+    args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, {sh.B, sh.S, sh.H_kv, sh.D}, dev));
+    args.set("o", TensorRef::contiguous(o.data(), DType::kBF16, {sh.B, sh.S, sh.H, sh.D}, dev));
+    for (bool causal : {true, false}) {
+      const std::string what = fmt::format("gqa_fwd bf16 B{} S{} H{}/{} D{} {}", sh.B, sh.S, sh.H, sh.H_kv, sh.D,
+                                           causal ? "causal" : "full");
+      Plan plan;
+      try {
+        plan = rt.op("gqa_fwd", {{"is_causal", causal}}).plan(args);
+      } catch (const Error& e) {
+        rows.push_back({what, "error", e.what()});
+        continue;
+      }
+      const double ms = time_ms(3, a.reps, [&] { plan.execute(args, nullptr); });
+      const double pairs = causal ? sh.S * (sh.S + 1) / 2.0 : double(sh.S) * sh.S;
+      const double tflops = 4.0 * sh.B * sh.H * pairs * sh.D / (ms * 1e-3) / 1e12;
+      rows.push_back({what, fmt::format("{:.1f} TF/s", tflops),
+                      fmt::format("{:.3f} ms, {}", ms, plan.describe().substr(plan.describe().find(": ") + 2))});
+      out["gqa"][what] = tflops;
+    }
+  }
+}
+
+bool wants(const BenchArgs& a, const char* suite) {
+  return a.suites.empty() || std::find(a.suites.begin(), a.suites.end(), suite) != a.suites.end();
+}
+
 int run_bench(const BenchArgs& a) {
   if (!a.probe.empty()) return probe(a.probe);
   std::vector<Row> rows;
   nlohmann::json out;
   const auto& drv = jit::CudaDriver::get();
   const bool gpu = drv.available() && drv.device_count() > 0;
-  cold_compile(rows);
-  {
-    // Make sure the probe's kernels are cached, then measure a fresh process loading one.
-    Runtime rt;
-    for (const auto& spec : detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch()))
-      rt.impl().kernels().compiled(spec);
+  if (wants(a, "runtime")) {
+    cold_compile(rows);
+    {
+      // Make sure the probe's kernels are cached, then measure a fresh process loading one.
+      Runtime rt;
+      for (const auto& spec : detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch()))
+        rt.impl().kernels().compiled(spec);
+    }
+    fresh_process_load(rows, gpu);
   }
-  fresh_process_load(rows, gpu);
   if (gpu) {
     drv.bind_device(0);
     Runtime rt;
-    KvWriteProblem small(64, 8, DType::kBF16);
-    plan_hit(rows, rt, small.args, nlohmann::json::object());
-    execute_overhead(rows, rt);
-    kv_write_bandwidth(rows, rt, a, out);
-  } else {
+    if (wants(a, "runtime")) {
+      KvWriteProblem small(64, 8, DType::kBF16);
+      plan_hit(rows, rt, small.args, nlohmann::json::object());
+      execute_overhead(rows, rt);
+    }
+    if (wants(a, "paged_kv_write")) kv_write_bandwidth(rows, rt, a, out);
+    if (wants(a, "gqa")) gqa_bench(rows, rt, a, out);
+  } else if (wants(a, "runtime")) {
     // Without a GPU, plan() on the reference path still measures validation + signature + lookup.
     Runtime rt;
     std::vector<uint16_t> k(64 * 8 * 128), pool(8 * 16 * 8 * 128);
@@ -337,6 +394,8 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure compile/load/plan/execute costs and op bandwidth (GPU figures need a GPU)");
+  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa (repeatable; default: all)")
+      ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa"}));
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
   cmd->add_option("--gib", args->gib, "GiB of k+v tokens for the paged_kv_write bandwidth run");

@@ -28,8 +28,8 @@ struct RuntimeOptions {
   bool lineinfo = false;                  // ATTNJIT_LINEINFO: compile with -lineinfo (changes the key)
   std::string log_level = "warn";         // ATTNJIT_LOG_LEVEL: trace, debug, info, warn, error, off
   std::string arch;                       // ATTNJIT_ARCH: compile target; empty: the device's, else sm_90a
-  int gqa_block_n = 0;                    // ATTNJIT_GQA_BLOCK_N: tuning override of the gqa kernels' key
-                                          // tile (32 or 64); 0 = the planner's choice
+  std::string gqa_tile;                   // ATTNJIT_GQA_TILE: tuning override of the gqa kernels' tile,
+                                          // "BMxBNxWARPS" (e.g. "128x32x4"); empty = the planner's choice
 
   static RuntimeOptions from_env();
   // Applies the keys of a JSON object with the field names above (the C ABI's options_json).

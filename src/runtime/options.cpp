@@ -69,12 +69,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
   if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
-  if (auto v = env("ATTNJIT_GQA_BLOCK_N")) {
-    const int n = parse_nonneg_int("ATTNJIT_GQA_BLOCK_N", v);
-    if (n != 0 && n != 32 && n != 64)
-      throw InvalidArgument(fmt::format("environment: ATTNJIT_GQA_BLOCK_N: expected 0, 32 or 64, got '{}'", v));
-    o.gqa_block_n = n;
-  }
+  if (auto v = env("ATTNJIT_GQA_TILE")) o.gqa_tile = v;
   return o;
 }
 
@@ -102,15 +97,11 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "lineinfo") o.lineinfo = v.get<bool>();
       else if (k == "log_level") o.log_level = v.get<std::string>();
       else if (k == "arch") o.arch = v.get<std::string>();
-      else if (k == "gqa_block_n") {
-        if (!v.is_number_integer() || (v.get<int>() != 0 && v.get<int>() != 32 && v.get<int>() != 64))
-          throw InvalidArgument(fmt::format("options: param: gqa_block_n: expected 0, 32 or 64, got {}", v.dump()));
-        o.gqa_block_n = v.get<int>();
-      }
+      else if (k == "gqa_tile") o.gqa_tile = v.get<std::string>();
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
                                           "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
-                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_block_n, got an unknown key", k));
+                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));
     }

@@ -45,7 +45,7 @@ struct GqaFwdConfig {
   static constexpr int kSmemRows = BM + 4 * BN + (kRope != 0 ? BM + 2 * BN : 0);
   // Q's A fragments stay in registers for the whole key loop (saving a third of the shared-memory
   // reads, the limiting resource of mma.sync attention) where the register budget allows it.
-  static constexpr bool kQInRegs = kRope == 0 && D <= 96;
+  static constexpr bool kQInRegs = kRope == 0 && (D <= 96 || kMT == 1);
   static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
 };
 

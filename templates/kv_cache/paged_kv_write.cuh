@@ -1,6 +1,7 @@
 // paged_kv_write: scatter N new K/V rows into page pools (SPEC.md §2.19). Memory-bound: each work
-// item is one 16-byte vector (8 elements) of one (token, head) row of K and of V; a thread keeps
-// kUnroll items in flight (all loads issued before any store). Slots < 0 are skipped unread.
+// item is one 16-byte store per pool: 8 elements for a 16-bit cache, 16 (two 16-byte loads) for an
+// e4m3 cache; a thread keeps kUnroll items in flight (all loads issued before any store). Slots < 0
+// are skipped unread.
 #pragma once
 #include "common/numeric.cuh"
 #include "kv_cache/paged_kv_write_params.cuh"
@@ -13,8 +14,9 @@ struct PagedKvWriteConfig {
   static_assert(sizeof(T) == 2, "paged_kv_write: k and v are 16-bit");
   static_assert(sizeof(CacheT) == 2 || sizeof(CacheT) == 1, "paged_kv_write: cache is 16-bit or e4m3");
   static constexpr bool kFp8 = sizeof(CacheT) == 1;
-  static constexpr int kVec = 8;               // elements per 16-byte load
-  static constexpr int kChunks = D / kVec;     // vectors per (token, head) row
+  static constexpr int kVec = kFp8 ? 16 : 8;   // elements per item (one 16-byte store)
+  static constexpr int kLoads = kVec / 8;      // 16-byte loads per item and tensor
+  static constexpr int kChunks = D / kVec;     // items per (token, head) row
   static constexpr int kThreads = 256;
   static constexpr int kUnroll = 4;            // items in flight per thread
 };
@@ -35,7 +37,7 @@ __global__ void __launch_bounds__(PagedKvWriteConfig<T, CacheT, D>::kThreads)
 
   for (long long base = static_cast<long long>(blockIdx.x) * Cfg::kThreads * Cfg::kUnroll + threadIdx.x;
        base < total; base += step) {
-    uint4 kv[Cfg::kUnroll], vv[Cfg::kUnroll];
+    uint4 kv[Cfg::kUnroll][Cfg::kLoads], vv[Cfg::kUnroll][Cfg::kLoads];
     long long kdst[Cfg::kUnroll], vdst[Cfg::kUnroll];
     bool live[Cfg::kUnroll];
 #pragma unroll
@@ -52,8 +54,13 @@ __global__ void __launch_bounds__(PagedKvWriteConfig<T, CacheT, D>::kThreads)
           live[u] = true;
           const long long page = slot / p.page_size;
           const long long off = slot - page * p.page_size;
-          kv[u] = __ldg(reinterpret_cast<const uint4*>(k + n * p.k_stride_n + h * p.k_stride_h + c * Cfg::kVec));
-          vv[u] = __ldg(reinterpret_cast<const uint4*>(v + n * p.v_stride_n + h * p.v_stride_h + c * Cfg::kVec));
+          const uint4* ks = reinterpret_cast<const uint4*>(k + n * p.k_stride_n + h * p.k_stride_h + c * Cfg::kVec);
+          const uint4* vs = reinterpret_cast<const uint4*>(v + n * p.v_stride_n + h * p.v_stride_h + c * Cfg::kVec);
+#pragma unroll
+          for (int l = 0; l < Cfg::kLoads; ++l) {
+            kv[u][l] = __ldg(ks + l);
+            vv[u][l] = __ldg(vs + l);
+          }
           kdst[u] = page * p.kp_stride_page + off * p.kp_stride_slot + h * p.kp_stride_h + c * Cfg::kVec;
           vdst[u] = page * p.vp_stride_page + off * p.vp_stride_slot + h * p.vp_stride_h + c * Cfg::kVec;
         }
@@ -63,11 +70,13 @@ __global__ void __launch_bounds__(PagedKvWriteConfig<T, CacheT, D>::kThreads)
     for (int u = 0; u < Cfg::kUnroll; ++u) {
       if (!live[u]) continue;
       if constexpr (Cfg::kFp8) {
-        *reinterpret_cast<uint2*>(kp + kdst[u]) = to_e4m3x8<T>(kv[u], k_scale);
-        *reinterpret_cast<uint2*>(vp + vdst[u]) = to_e4m3x8<T>(vv[u], v_scale);
+        const uint2 k0 = to_e4m3x8<T>(kv[u][0], k_scale), k1 = to_e4m3x8<T>(kv[u][Cfg::kLoads - 1], k_scale);
+        const uint2 v0 = to_e4m3x8<T>(vv[u][0], v_scale), v1 = to_e4m3x8<T>(vv[u][Cfg::kLoads - 1], v_scale);
+        *reinterpret_cast<uint4*>(kp + kdst[u]) = make_uint4(k0.x, k0.y, k1.x, k1.y);
+        *reinterpret_cast<uint4*>(vp + vdst[u]) = make_uint4(v0.x, v0.y, v1.x, v1.y);
       } else {
-        *reinterpret_cast<uint4*>(kp + kdst[u]) = kv[u];
-        *reinterpret_cast<uint4*>(vp + vdst[u]) = vv[u];
+        *reinterpret_cast<uint4*>(kp + kdst[u]) = kv[u][0];
+        *reinterpret_cast<uint4*>(vp + vdst[u]) = vv[u][0];
       }
     }
   }

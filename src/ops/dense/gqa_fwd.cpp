@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "dense/gqa_fwd_params.cuh"
 #include "jit/cuda_driver.hpp"
@@ -314,19 +315,52 @@ std::string_view device_type(DType dt) {
   }
 }
 
+// The tile override of RuntimeOptions::gqa_tile ("BMxBNxWARPS"), checked against what the kernel
+// template accepts for head dim D.
+struct TileOverride {
+  int BM = 0, BN = 0, warps = 0;
+};
+TileOverride parse_tile(const GqaConfig& cfg, const std::string& text, int64_t D) {
+  TileOverride t;
+  if (text.empty()) return t;
+  char x1 = 0, x2 = 0;
+  std::istringstream in(text);
+  in >> t.BM >> x1 >> t.BN >> x2 >> t.warps;
+  const int rows_per_warp = t.warps > 0 ? t.BM / t.warps : 0;
+  const bool ok = in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (t.warps == 4 || t.warps == 8) &&
+                  (t.BN == 16 || t.BN == 32 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
+                  (rows_per_warp == 16 || (rows_per_warp == 32 && D <= 128));
+  if (!ok)
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, "
+                                      "32 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"",
+                                      cfg.op_name(), text));
+  return t;
+}
+
 GqaKernelChoice choose_kernel(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D, bool sinks,
-                              const std::string& arch, int block_n_override = 0) {
+                              const std::string& arch, const std::string& tile_override = "") {
   GqaKernelChoice k;
   k.in_dtype = in_dtype;
   k.compute_dtype = compute_dtype;
   k.D = static_cast<int>(D);
   // NOTE: 32 rows per warp (two m16 tiles) halves the shared-memory traffic per MMA; D = 256 keeps one
-  // m16 tile per warp so the O accumulator (128 registers) fits. BN = 32 for D >= 96 leaves the compiler
+  // m16 tile per warp so the O accumulator (128 registers) fits, with 8 warps so that a CTA still covers
+  // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full). BN = 32 for D >= 96 leaves the compiler
   // registers to pipeline ldmatrix and keeps the double-buffered tiles at two CTAs per SM (H200,
   // 2026-11-30, single-buffered: D = 128 causal 313 vs 297 TFLOP/s for BN 64, window 288 vs 261).
-  k.BM = D == 256 ? 64 : 128;
-  k.BN = block_n_override ? block_n_override : D == 64 ? 64 : 32;
-  k.warps = 4;
+  k.BM = 128;
+  k.BN = D == 64 ? 64 : 32;
+  k.warps = D == 256 ? 8 : 4;
+  if (D == 256 && cfg.rope != RopeLayout::kNone) {
+    // RoPE's low-part tiles would take the 128-row D = 256 tile past the 227 KB of shared memory.
+    k.BM = 64;
+    k.warps = 4;
+  }
+  if (const TileOverride t = parse_tile(cfg, tile_override, D); t.BM) {
+    k.BM = t.BM;
+    k.BN = t.BN;
+    k.warps = t.warps;
+  }
   k.causal = cfg.is_causal;
   k.window = cfg.has_window();
   k.softcap = cfg.softcap > 0;
@@ -524,7 +558,7 @@ class GqaFwdOp final : public detail::OpInstance {
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
     check_backend(cfg_, backend_, arch);
     return {kernel_spec(cfg_, choose_kernel(cfg_, call.in_dtype, call.compute_dtype, call.D, call.sinks != nullptr, arch,
-                                            rt_.options().gqa_block_n))};
+                                            rt_.options().gqa_tile))};
   }
 
  protected:
@@ -542,7 +576,7 @@ class GqaFwdOp final : public detail::OpInstance {
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(cfg_, backend_, arch);
     auto choice = choose_kernel(cfg_, call.in_dtype, call.compute_dtype, call.D, call.sinks != nullptr, arch,
-                                rt_.options().gqa_block_n);
+                                rt_.options().gqa_tile);
     auto kernel = rt_.kernels().loaded(kernel_spec(cfg_, choice), call.device.index);
     if (choice.smem_bytes() > kernel->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", cfg_.op_name(),

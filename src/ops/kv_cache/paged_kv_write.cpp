@@ -179,7 +179,8 @@ class KernelPlan final : public detail::PlanImpl {
     drv.bind_device(device_.index);
     auto cu_stream = static_cast<CUstream>(stream);
     if (validate_inputs_) run_content_checks(call, cu_stream);
-    const long long total = static_cast<long long>(call.N) * call.H * (call.D / 8);
+    // Items per (token, head) row: 16-byte stores, 8 elements (16-bit cache) or 16 (e4m3).
+    const long long total = static_cast<long long>(call.N) * call.H * (call.D / (cache_dtype_ == DType::kE4M3 ? 16 : 8));
     if (total == 0) return;
     kernels::PagedKvWriteParams p{};
     p.k = call.k->data;
