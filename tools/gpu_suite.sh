@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run, on a machine with a CUDA GPU: environment report, warm-up, the whole GPU test grid
 # (kernels against the CPU reference), compute-sanitizer memcheck and racecheck over the small cases,
-# and the benchmarks. Logs go to $OUT (or /tmp/attnjit-gpu-suite); a short table is printed last.
+# the benchmarks (`attnjit bench`, and tools/bench_torch.py beside PyTorch's kernels when torch is
+# importable). Logs go to $OUT (or /tmp/attnjit-gpu-suite); a short table is printed last.
 # Usage: tools/gpu_suite.sh [BUILD_DIR]   (default: build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,10 +38,15 @@ else
   rows+=("sanitizer  SKIP compute-sanitizer not found")
 fi
 step bench "$BIN" bench --json "$LOG/bench.json"
+if python3 -c 'import torch' 2>/dev/null; then
+  step torch env PYTHONUNBUFFERED=1 python3 tools/bench_torch.py --lib "$BUILD/libattnjit.so" --suite all --no-ref \
+    --json "$LOG/torch.json"
+fi
 
 grep -E '^(FAIL|SKIP)' "$LOG/tests.log" | head -20
 echo
 sed -n '/^measure/,$p' "$LOG/bench.log"
+[ -f "$LOG/torch.log" ] && grep -E 'plan_execute|FLASH|CUDNN|flex \(|index_copy_|d2d' "$LOG/torch.log" | grep -v '^  ' 
 echo
 printf '%s\n' "${rows[@]}"
 exit $status
