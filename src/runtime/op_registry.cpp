@@ -82,6 +82,8 @@ const std::vector<OpDefinition>& op_definitions() {
       paged_kv_write_definition(),
       gqa_fwd_definition(),
       gqa_varlen_fwd_definition(),
+      gqa_paged_fwd_definition(),
+      mha_decode_paged_definition(),
   };
   return defs;
 }

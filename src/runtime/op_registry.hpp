@@ -94,5 +94,7 @@ const OpDefinition& find_op(std::string_view name);
 OpDefinition paged_kv_write_definition();
 OpDefinition gqa_fwd_definition();
 OpDefinition gqa_varlen_fwd_definition();
+OpDefinition gqa_paged_fwd_definition();
+OpDefinition mha_decode_paged_definition();
 
 }  // namespace attnjit::detail

@@ -17,22 +17,33 @@
 
 namespace attnjit::kernels {
 
-template <typename T_, typename TIn_, int D_, int BM_, int BN_, int WARPS_, bool CAUSAL_, bool WINDOW_, bool SOFTCAP_,
-          int ROPE_, bool VARLEN_, bool SINKS_>
+// Where the keys of request b live (KV_MODE): dense [B, S_kv, H_kv, D]; packed [T_kv, H_kv, D] with
+// cu_kv offsets; or paged: key j is pool row (page_table[b, j / page_size], j % page_size) and kv_len
+// comes from kv_lens[b].
+enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2 };
+
+template <typename T_, typename TQ_, typename TKV_, int D_, int BM_, int BN_, int WARPS_, bool CAUSAL_, bool WINDOW_,
+          bool SOFTCAP_, int ROPE_, bool VARLEN_, int KV_MODE_, bool SINKS_>
 struct GqaFwdConfig {
   using T = T_;      // compute dtype (MMA operands, output)
-  using TIn = TIn_;  // input dtype: T or __nv_fp8_e4m3
+  using TQ = TQ_;    // q's dtype: T or __nv_fp8_e4m3
+  using TKV = TKV_;  // k's and v's dtype: T or __nv_fp8_e4m3
   static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_;
   static constexpr bool kCausal = CAUSAL_, kWindow = WINDOW_, kSoftcap = SOFTCAP_, kVarlen = VARLEN_, kSinks = SINKS_;
+  static constexpr int kKvMode = KV_MODE_;
   static constexpr int kRope = ROPE_;  // 0 none, 1 neox, 2 interleaved
   static_assert(sizeof(T) == 2, "gqa_fwd: the compute dtype is 16-bit");
-  static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "gqa_fwd: inputs are 16-bit or e4m3");
+  static_assert((sizeof(TQ) == 2 || sizeof(TQ) == 1) && (sizeof(TKV) == 2 || sizeof(TKV) == 1),
+                "gqa_fwd: inputs are 16-bit or e4m3");
+  static_assert(KV_MODE_ >= kKvDense && KV_MODE_ <= kKvPaged, "gqa_fwd: KV mode is dense, packed or paged");
+  static_assert(KV_MODE_ != kKvPacked || VARLEN_, "gqa_fwd: packed keys come with packed queries");
   static_assert(D % 32 == 0 && D >= 32 && D <= 256, "gqa_fwd: D must be a multiple of 32 in [32, 256]");
   static_assert(BN % 16 == 0, "gqa_fwd: BN must be a multiple of 16");
   static_assert(BM % (16 * WARPS) == 0, "gqa_fwd: each warp owns a multiple of 16 rows");
   static_assert(kRope >= 0 && kRope <= 2, "gqa_fwd: rope mode is 0, 1 or 2");
-  static_assert(!kSinks || kVarlen, "gqa_fwd: sinks exist only in gqa_varlen_fwd");
-  static constexpr bool kFp8 = sizeof(TIn) == 1;
+  static_assert(!kSinks || kVarlen, "gqa_fwd: sinks come with packed queries");
+  static constexpr bool kFp8Q = sizeof(TQ) == 1;
+  static constexpr bool kFp8KV = sizeof(TKV) == 1;
   static constexpr int kThreads = WARPS * 32;
   static constexpr int kWarpRows = BM / WARPS;
   static constexpr int kMT = kWarpRows / 16;  // m16 tiles per warp
@@ -54,10 +65,10 @@ struct GqaFwdConfig {
 // commits and waits); e4m3 rows are converted to T synchronously. Every e4m3 value is exact in fp16
 // and bf16, so the dequantisation scales are not applied here but folded, exactly, into the logit
 // scale (q_scale * k_scale) and the output (v_scale).
-template <typename Cfg, int ROWS, typename RowPtr>
+template <typename Cfg, typename TIn, int ROWS, typename RowPtr>
 __device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr) {
   using T = typename Cfg::T;
-  if constexpr (!Cfg::kFp8) {
+  if constexpr (sizeof(TIn) == 2) {
     constexpr int kChunks = Cfg::D / 8;
     if constexpr (Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
       // NOTE: each thread keeps one 16-byte column and walks rows: fully unrolled, no divisions.
@@ -105,14 +116,14 @@ __device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr)
 // Loads ROWS rows base[row * stride], rows >= valid_rows zero-filled: the K and V tiles. The same as
 // load_tile, with the row address affine in the row so that the unrolled loop only adds offsets.
 template <typename Cfg, int ROWS>
-__device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const typename Cfg::TIn* base, long long stride,
+__device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const typename Cfg::TKV* base, long long stride,
                                                  int valid_rows) {
-  constexpr int kElems = Cfg::kFp8 ? 16 : 8;  // elements per 16-byte global chunk
+  constexpr int kElems = Cfg::kFp8KV ? 16 : 8;  // elements per 16-byte global chunk
   constexpr int kChunks = Cfg::D / kElems;
-  if constexpr (!Cfg::kFp8 && Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
+  if constexpr (!Cfg::kFp8KV && Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
     constexpr int kRowStep = Cfg::kThreads / kChunks;
     const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
-    const typename Cfg::TIn* src = base + row0 * stride + ch * kElems;
+    const typename Cfg::TKV* src = base + row0 * stride + ch * kElems;
     typename Cfg::T* dst = smem + row0 * Cfg::kPitch + ch * kElems;
     const long long step = kRowStep * stride;
 #pragma unroll
@@ -121,7 +132,7 @@ __device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const ty
       cp_async_16(dst + it * kRowStep * Cfg::kPitch, valid ? src + it * step : base, valid);
     }
   } else {
-    load_tile<Cfg, ROWS>(smem, [&](int row) -> const typename Cfg::TIn* {
+    load_tile<Cfg, typename Cfg::TKV, ROWS>(smem, [&](int row) -> const typename Cfg::TKV* {
       return row < valid_rows ? base + row * stride : nullptr;
     });
   }
@@ -199,10 +210,10 @@ __device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, 
   return false;
 }
 
-template <typename T, typename TIn, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP, int ROPE,
-          bool VARLEN, bool SINKS>
+template <typename T, typename TQ, typename TKV, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP,
+          int ROPE, bool VARLEN, int KV_MODE, bool SINKS>
 __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ GqaFwdParams p) {
-  using Cfg = GqaFwdConfig<T, TIn, D, BM, BN, WARPS, CAUSAL, WINDOW, SOFTCAP, ROPE, VARLEN, SINKS>;
+  using Cfg = GqaFwdConfig<T, TQ, TKV, D, BM, BN, WARPS, CAUSAL, WINDOW, SOFTCAP, ROPE, VARLEN, KV_MODE, SINKS>;
   using Mma = MmaOp<T>;
   constexpr int kPitch = Cfg::kPitch, kMT = Cfg::kMT, kNT = Cfg::kNT, kDT = Cfg::kDT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -220,30 +231,42 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     if (!find_varlen_tile<BM>(p, b, tile)) return;
     q_off = p.cu_q[b];
     q_len = p.cu_q[b + 1] - q_off;
-    kv_off = p.cu_kv[b];
-    kv_len = p.cu_kv[b + 1] - kv_off;
   } else {
     b = blockIdx.z;
     tile = blockIdx.x;
     q_len = p.s_q;
+  }
+  if constexpr (KV_MODE == kKvDense) {
     kv_len = p.s_kv;
+  } else if constexpr (KV_MODE == kKvPacked) {
+    kv_off = p.cu_kv[b];
+    kv_len = p.cu_kv[b + 1] - kv_off;
+  } else {
+    kv_len = p.kv_lens[b * p.kv_lens_s];
   }
   const int m_base = tile * BM;
   if (m_base >= q_len * g) return;
 
-  const TIn* qb = static_cast<const TIn*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
-  const TIn* kb = static_cast<const TIn*>(p.k) + (VARLEN ? kv_off * p.k_ss : b * p.k_sb) + r * p.k_sh;
-  const TIn* vb = static_cast<const TIn*>(p.v) + (VARLEN ? kv_off * p.v_ss : b * p.v_sb) + r * p.v_sh;
+  const TQ* qb = static_cast<const TQ*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
+  // Paged: kb/vb point at KV head r of pool row 0; otherwise at the request's first key.
+  const long long k_base = KV_MODE == kKvPaged ? 0 : KV_MODE == kKvPacked ? kv_off * p.k_ss : b * p.k_sb;
+  const long long v_base = KV_MODE == kKvPaged ? 0 : KV_MODE == kKvPacked ? kv_off * p.v_ss : b * p.v_sb;
+  const TKV* kb = static_cast<const TKV*>(p.k) + k_base + r * p.k_sh;
+  const TKV* vb = static_cast<const TKV*>(p.v) + v_base + r * p.v_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
   // Logit scales (log2 domain) and the output scale; e4m3 dequantisation folds in here.
   // score_scale turns a score into a log2-domain logit: sm_scale * log2(e) for raw dot products, 1 for
   // softcapped scores (already logits).
   float score_scale = SOFTCAP ? 1.f : p.scale_log2, softcap_inv_scale = p.softcap_inv_scale, out_scale_v = 1.f;
-  if constexpr (Cfg::kFp8) {
-    const float qk = p.q_scale[b * p.qsc_sb + r * p.qsc_sr] * p.k_scale[b * p.ksc_sb + r * p.ksc_sr];
+  if constexpr (Cfg::kFp8Q || Cfg::kFp8KV) {
+    float qk = 1.f;
+    if constexpr (Cfg::kFp8Q) qk *= p.q_scale[b * p.qsc_sb + r * p.qsc_sr];
+    if constexpr (Cfg::kFp8KV) {
+      qk *= p.k_scale[b * p.ksc_sb + r * p.ksc_sr];
+      out_scale_v = p.v_scale[b * p.vsc_sb + r * p.vsc_sr];
+    }
     if constexpr (SOFTCAP) softcap_inv_scale *= qk;
     else score_scale *= qk;
-    out_scale_v = p.v_scale[b * p.vsc_sb + r * p.vsc_sr];
   }
 
   // The band of keys any row of this tile can see, and the tiles that cover it.
@@ -270,7 +293,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) row_pos[mt][hf] = (m_base + warp_row0 + mt * 16 + lane / 4 + hf * 8) / g + shift;
 
-  auto q_row = [&](int row) -> const TIn* {
+  auto q_row = [&](int row) -> const TQ* {
     const int gm = m_base + row, i = gm / g;
     return i < q_len ? qb + i * p.q_ss + (gm - i * g) * p.q_sh : nullptr;
   };
@@ -299,12 +322,27 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   auto issue_kv = [&](int t) {
     if (t < num_tiles) {
       const int n0 = n_first + t * BN;
-      load_tile_affine<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, kb + n0 * p.k_ss, p.k_ss, kv_len - n0);
-      load_tile_affine<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, vb + n0 * p.v_ss, p.v_ss, kv_len - n0);
+      if constexpr (KV_MODE == kKvPaged) {
+        // NOTE: page-table entries are read only for keys < kv_len (SPEC.md §2.9: later entries may hold
+        // anything).
+        auto paged_row = [&](const TKV* base, long long slot_stride, long long page_stride) {
+          return [=](int row) -> const TKV* {
+            const int j = n0 + row;
+            if (j >= kv_len) return nullptr;
+            const int page = p.page_table[b * p.pt_sb + (j / p.page_size) * p.pt_sp];
+            return base + page * page_stride + (j % p.page_size) * slot_stride;
+          };
+        };
+        load_tile<Cfg, TKV, BN>(sKbuf + (t & 1) * BN * kPitch, paged_row(kb, p.k_ss, p.k_sp));
+        load_tile<Cfg, TKV, BN>(sVbuf + (t & 1) * BN * kPitch, paged_row(vb, p.v_ss, p.v_sp));
+      } else {
+        load_tile_affine<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, kb + n0 * p.k_ss, p.k_ss, kv_len - n0);
+        load_tile_affine<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, vb + n0 * p.v_ss, p.v_ss, kv_len - n0);
+      }
     }
     cp_async_commit();
   };
-  load_tile<Cfg, BM>(sQ, q_row);
+  load_tile<Cfg, TQ, BM>(sQ, q_row);
   issue_kv(0);  // group 0: Q and tile 0
   issue_kv(1);
   cp_async_wait<1>();

@@ -6,7 +6,7 @@ namespace attnjit::kernels {
 
 struct GqaFwdParams {
   const void* q;  // dense [B, S_q, H, D]; varlen [T_q, H, D]
-  const void* k;  // dense [B, S_kv, H_kv, D]; varlen [T_kv, H_kv, D]
+  const void* k;  // dense [B, S_kv, H_kv, D]; varlen [T_kv, H_kv, D]; paged: the pool
   const void* v;
   void* o;        // like q, compute dtype
   float* lse;     // dense [B, H, S_q]; varlen [T_q, H]; null when absent
@@ -24,8 +24,14 @@ struct GqaFwdParams {
   long long cos_sp, cos_sc, sin_sp, sin_sc;
   const float* sinks;  // [H] (varlen)
   long long sinks_s;
-  const int* cu_q;   // [B + 1] (varlen)
-  const int* cu_kv;  // [B + 1] (varlen)
+  const int* cu_q;   // [B + 1] (packed queries)
+  const int* cu_kv;  // [B + 1] (packed keys)
+  const int* page_table;  // [B, W] (paged keys): pool page of each logical page
+  long long pt_sb, pt_sp;
+  const int* kv_lens;     // [B] (paged keys): keys of each request
+  long long kv_lens_s;
+  long long k_sp, v_sp;   // pool page strides (paged keys; k_ss / v_ss are then the slot strides)
+  int page_size;
   int batch;         // B (dense) or requests (varlen)
   int s_q, s_kv;     // dense lengths
   int h_kv;          // KV heads

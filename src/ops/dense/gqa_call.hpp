@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attnjit/tensor.hpp"
+#include "runtime/op_registry.hpp"
 #include "runtime/validation.hpp"
 
 namespace attnjit::ops {
@@ -59,6 +61,10 @@ struct GqaCall {
   float scale = 0;    // resolved sm_scale
   Device device{};
 };
+
+// Reads §2.7's parameters (shared by gqa_varlen_fwd and gqa_paged_fwd); raises `param` errors.
+GqaConfig parse_gqa_config(bool varlen, const detail::ConfigReader& r);
+const std::vector<std::string>& gqa_config_keys();
 
 // Validates a call's tensors against the config (placement: host for the reference, device for the
 // kernels). Throws InvalidArgument in SPEC.md §1.11's format; never reads tensor contents.

@@ -9,6 +9,7 @@
 #include "dense/gqa_fwd_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/dense/attention_kernel.hpp"
 #include "ops/dense/gqa_call.hpp"
 #include "ops/dense/reference.hpp"
 #include "runtime/host_copy.hpp"
@@ -26,7 +27,9 @@ using detail::Placement;
   throw InvalidArgument(fmt::format("{}: param: {}: {}", cfg.op_name(), name, what));
 }
 
-GqaConfig parse_config(bool varlen, const detail::ConfigReader& r) {
+}  // namespace
+
+GqaConfig parse_gqa_config(bool varlen, const detail::ConfigReader& r) {
   GqaConfig c;
   c.varlen = varlen;
   c.is_causal = r.get_bool("is_causal", true);
@@ -67,14 +70,12 @@ GqaConfig parse_config(bool varlen, const detail::ConfigReader& r) {
   return c;
 }
 
-const std::vector<std::string>& config_keys() {
+const std::vector<std::string>& gqa_config_keys() {
   static const std::vector<std::string> keys = {"is_causal", "window_size_left", "window_size_right", "sm_scale",
                                                 "softcap", "pos_encoding_mode", "rotary_dim", "rope_layout",
                                                 "out_dtype", "validate_inputs"};
   return keys;
 }
-
-}  // namespace
 
 GqaCall validate_gqa_call(const GqaConfig& cfg, const TensorArgs& args, Placement placement) {
   ArgChecker c(cfg.op_name(), args, placement);
@@ -293,135 +294,14 @@ void check_contents(const GqaConfig& cfg, const GqaCall& call, void* stream) {
   }
 }
 
-// The kernel's static configuration: everything that selects a template instantiation.
-struct GqaKernelChoice {
-  DType in_dtype, compute_dtype;
-  int D, BM, BN, warps;
-  bool causal, window, softcap, varlen, sinks;
-  RopeLayout rope;
-  std::string arch;
-
-  // Must equal GqaFwdConfig::kSmemBytes: Q, double-buffered K and V, plus with RoPE the low parts of the
-  // rotated Q and (double-buffered) K.
-  int smem_bytes() const { return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D + 8) * 2; }
-};
-
-std::string_view device_type(DType dt) {
-  switch (dt) {
-    case DType::kF16: return "__half";
-    case DType::kBF16: return "__nv_bfloat16";
-    case DType::kE4M3: return "__nv_fp8_e4m3";
-    default: return "?";
-  }
-}
-
-// The tile override of RuntimeOptions::gqa_tile ("BMxBNxWARPS"), checked against what the kernel
-// template accepts for head dim D.
-struct TileOverride {
-  int BM = 0, BN = 0, warps = 0;
-};
-TileOverride parse_tile(const GqaConfig& cfg, const std::string& text, int64_t D) {
-  TileOverride t;
-  if (text.empty()) return t;
-  char x1 = 0, x2 = 0;
-  std::istringstream in(text);
-  in >> t.BM >> x1 >> t.BN >> x2 >> t.warps;
-  const int rows_per_warp = t.warps > 0 ? t.BM / t.warps : 0;
-  const bool ok = in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (t.warps == 4 || t.warps == 8) &&
-                  (t.BN == 16 || t.BN == 32 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
-                  (rows_per_warp == 16 || (rows_per_warp == 32 && D <= 128));
-  if (!ok)
-    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, "
-                                      "32 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"",
-                                      cfg.op_name(), text));
-  return t;
-}
-
-GqaKernelChoice choose_kernel(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D, bool sinks,
-                              const std::string& arch, const std::string& tile_override = "") {
-  GqaKernelChoice k;
-  k.in_dtype = in_dtype;
-  k.compute_dtype = compute_dtype;
-  k.D = static_cast<int>(D);
-  // NOTE: 32 rows per warp (two m16 tiles) halves the shared-memory traffic per MMA; D = 256 keeps one
-  // m16 tile per warp so the O accumulator (128 registers) fits, with 8 warps so that a CTA still covers
-  // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full). BN = 32 for D >= 96 leaves the compiler
-  // registers to pipeline ldmatrix and keeps the double-buffered tiles at two CTAs per SM (H200,
-  // 2026-11-30, single-buffered: D = 128 causal 313 vs 297 TFLOP/s for BN 64, window 288 vs 261).
-  k.BM = 128;
-  k.BN = D == 64 ? 64 : 32;
-  k.warps = D == 256 ? 8 : 4;
-  if (D == 256 && cfg.rope != RopeLayout::kNone) {
-    // RoPE's low-part tiles would take the 128-row D = 256 tile past the 227 KB of shared memory.
-    k.BM = 64;
-    k.warps = 4;
-  }
-  if (const TileOverride t = parse_tile(cfg, tile_override, D); t.BM) {
-    k.BM = t.BM;
-    k.BN = t.BN;
-    k.warps = t.warps;
-  }
-  k.causal = cfg.is_causal;
-  k.window = cfg.has_window();
-  k.softcap = cfg.softcap > 0;
-  k.varlen = cfg.varlen;
-  k.sinks = sinks;
-  k.rope = cfg.rope;
-  k.arch = arch;
-  return k;
-}
-
-jit::KernelSpec kernel_spec(const GqaConfig& cfg, const GqaKernelChoice& k) {
-  const int rope = k.rope == RopeLayout::kNone ? 0 : k.rope == RopeLayout::kNeox ? 1 : 2;
-  jit::KernelSpec s;
-  s.op = cfg.op_name();
-  s.template_file = "dense/gqa_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                        device_type(k.compute_dtype), device_type(k.in_dtype), k.D, k.BM, k.BN, k.warps, k.causal,
-                        k.window, k.softcap, rope, k.varlen, k.sinks);
-  const char* rope_name = rope == 0 ? "none" : rope == 1 ? "neox" : "interleaved";
-  s.fields = {{"backend", "portable"},
-              {"dtype", std::string(dtype_name(k.in_dtype))},
-              {"out_dtype", std::string(dtype_name(k.compute_dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"block_m", std::to_string(k.BM)},
-              {"block_n", std::to_string(k.BN)},
-              {"warps", std::to_string(k.warps)},
-              {"causal", k.causal ? "1" : "0"},
-              {"window", k.window ? "1" : "0"},
-              {"softcap", k.softcap ? "1" : "0"},
-              {"rope", rope_name},
-              {"varlen", k.varlen ? "1" : "0"},
-              {"sinks", k.sinks ? "1" : "0"}};
-  s.arch = k.arch;
-  std::string name = fmt::format("{}.portable.{}", cfg.op_name(), dtype_name(k.in_dtype));
-  if (k.in_dtype != k.compute_dtype) name += fmt::format(".out-{}", dtype_name(k.compute_dtype));
-  name += fmt::format(".d{}.bm{}.bn{}", k.D, k.BM, k.BN);
-  if (k.causal) name += ".causal";
-  if (k.window) name += ".window";
-  if (k.softcap) name += ".softcap";
-  if (rope) name += fmt::format(".rope-{}", rope_name);
-  if (k.sinks) name += ".sinks";
-  s.name = name;
-  return s;
-}
-
-void check_backend(const GqaConfig& cfg, detail::Backend backend, const std::string& arch) {
-  if (backend == detail::Backend::kHopper)
-    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built yet for this op; use backend 'auto' or "
-                                  "'portable'", cfg.op_name()));
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", cfg.op_name(), arch));
-}
-
 class KernelPlan final : public detail::PlanImpl {
  public:
-  KernelPlan(const GqaConfig& cfg, GqaKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+  KernelPlan(const GqaConfig& cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    if (call.in_dtype != choice_.in_dtype || call.compute_dtype != choice_.compute_dtype || call.D != choice_.D ||
+    if (call.in_dtype != choice_.q_dtype || call.compute_dtype != choice_.compute_dtype || call.D != choice_.D ||
         (call.sinks != nullptr) != choice_.sinks || call.device.index != kernel_->device)
       throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
                                         "sinks {}, {}; build a plan for the new signature", cfg_.op_name(),
@@ -430,27 +310,9 @@ class KernelPlan final : public detail::PlanImpl {
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    const int64_t g = call.H / call.H_kv;
-    CUlaunchConfig lc{};
-    if (cfg_.varlen) {
-      if (call.B == 0) return;
-      lc.gridDimX = static_cast<unsigned>((call.T_q * g + choice_.BM - 1) / choice_.BM + call.B);
-      lc.gridDimZ = 1;
-    } else {
-      if (call.B == 0 || call.S_q == 0) return;
-      if (call.B > 65535) throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", cfg_.op_name(), call.B));
-      lc.gridDimX = static_cast<unsigned>((call.S_q * g + choice_.BM - 1) / choice_.BM);
-      lc.gridDimZ = static_cast<unsigned>(call.B);
-    }
-    lc.gridDimY = static_cast<unsigned>(call.H_kv);
-    lc.blockDimX = choice_.warps * 32;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = static_cast<unsigned>(choice_.smem_bytes());
-    lc.hStream = static_cast<CUstream>(stream);
-    kernels::GqaFwdParams p = params(call, g);
-    void* args[] = {&p};
-    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr),
-              fmt::format("{}: cuLaunchKernelEx", cfg_.op_name()).c_str());
+    kernels::GqaFwdParams p = params(call);
+    launch_attention(cfg_.op_name(), *kernel_, choice_, p, call.B, cfg_.varlen ? call.T_q : call.S_q, call.H, call.H_kv,
+                     stream);
   }
 
   std::string describe() const override {
@@ -458,23 +320,19 @@ class KernelPlan final : public detail::PlanImpl {
   }
 
  private:
-  kernels::GqaFwdParams params(const GqaCall& call, int64_t g) const {
+  kernels::GqaFwdParams params(const GqaCall& call) const {
     kernels::GqaFwdParams p{};
+    fill_common_params(p, cfg_, *call.q, *call.o, cfg_.varlen, call.scale, call.H, call.H_kv);
     const int sd = cfg_.varlen ? 0 : 1;  // first token axis
-    p.q = call.q->data;
     p.k = call.k->data;
     p.v = call.v->data;
-    p.o = call.o->data;
+    p.k_sb = cfg_.varlen ? 0 : call.k->strides[0];
+    p.k_ss = call.k->strides[sd];
+    p.k_sh = call.k->strides[sd + 1];
+    p.v_sb = cfg_.varlen ? 0 : call.v->strides[0];
+    p.v_ss = call.v->strides[sd];
+    p.v_sh = call.v->strides[sd + 1];
     p.lse = call.lse ? static_cast<float*>(call.lse->data) : nullptr;
-    auto strides3 = [&](const TensorRef& t, long long& sb, long long& ss, long long& sh) {
-      sb = cfg_.varlen ? 0 : t.strides[0];
-      ss = t.strides[sd];
-      sh = t.strides[sd + 1];
-    };
-    strides3(*call.q, p.q_sb, p.q_ss, p.q_sh);
-    strides3(*call.k, p.k_sb, p.k_ss, p.k_sh);
-    strides3(*call.v, p.v_sb, p.v_ss, p.v_sh);
-    strides3(*call.o, p.o_sb, p.o_ss, p.o_sh);
     if (call.lse) {
       if (cfg_.varlen) {
         p.lse_ss = call.lse->strides[0];
@@ -516,22 +374,11 @@ class KernelPlan final : public detail::PlanImpl {
     p.batch = static_cast<int>(call.B);
     p.s_q = static_cast<int>(call.S_q);
     p.s_kv = static_cast<int>(call.S_kv);
-    p.h_kv = static_cast<int>(call.H_kv);
-    p.group = static_cast<int>(g);
-    p.window_left = static_cast<int>(std::min<int64_t>(cfg_.window_left, std::numeric_limits<int>::max()));
-    p.window_right = static_cast<int>(std::min<int64_t>(cfg_.window_right, std::numeric_limits<int>::max()));
-    constexpr double kLog2e = 1.4426950408889634;
-    p.scale_log2 = static_cast<float>(call.scale * kLog2e);
-    p.softcap = static_cast<float>(cfg_.softcap);
-    if (cfg_.softcap > 0) {
-      p.softcap_inv_scale = static_cast<float>(call.scale / cfg_.softcap);
-      p.softcap_log2 = static_cast<float>(cfg_.softcap * kLog2e);
-    }
     return p;
   }
 
   GqaConfig cfg_;
-  GqaKernelChoice choice_;
+  AttentionKernelChoice choice_;
   std::shared_ptr<const jit::LoadedKernel> kernel_;
 };
 
@@ -552,13 +399,12 @@ class ReferencePlan final : public detail::PlanImpl {
 class GqaFwdOp final : public detail::OpInstance {
  public:
   GqaFwdOp(detail::RuntimeImpl& rt, bool varlen, const nlohmann::json& config)
-      : GqaFwdOp(rt, varlen, detail::ConfigReader(varlen ? "gqa_varlen_fwd" : "gqa_fwd", config, config_keys())) {}
+      : GqaFwdOp(rt, varlen, detail::ConfigReader(varlen ? "gqa_varlen_fwd" : "gqa_fwd", config, gqa_config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    check_backend(cfg_, backend_, arch);
-    return {kernel_spec(cfg_, choose_kernel(cfg_, call.in_dtype, call.compute_dtype, call.D, call.sinks != nullptr, arch,
-                                            rt_.options().gqa_tile))};
+    check_attention_backend(cfg_.op_name(), backend_, arch);
+    return {attention_kernel_spec(cfg_.op_name(), choose(call, arch))};
   }
 
  protected:
@@ -574,22 +420,20 @@ class GqaFwdOp final : public detail::OpInstance {
     if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
-    check_backend(cfg_, backend_, arch);
-    auto choice = choose_kernel(cfg_, call.in_dtype, call.compute_dtype, call.D, call.sinks != nullptr, arch,
-                                rt_.options().gqa_tile);
-    auto kernel = rt_.kernels().loaded(kernel_spec(cfg_, choice), call.device.index);
-    if (choice.smem_bytes() > kernel->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", cfg_.op_name(),
-                                    kernel->compiled->spec.describe(), choice.smem_bytes(), kernel->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, choice.smem_bytes()),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    check_attention_backend(cfg_.op_name(), backend_, arch);
+    AttentionKernelChoice choice = choose(call, arch);
+    auto kernel = load_attention_kernel(rt_, cfg_.op_name(), choice, call.device.index);
     return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
   }
 
  private:
   GqaFwdOp(detail::RuntimeImpl& rt, bool varlen, const detail::ConfigReader& r)
-      : OpInstance(rt, varlen ? "gqa_varlen_fwd" : "gqa_fwd", r.impl(), r.backend()), cfg_(parse_config(varlen, r)) {}
+      : OpInstance(rt, varlen ? "gqa_varlen_fwd" : "gqa_fwd", r.impl(), r.backend()), cfg_(parse_gqa_config(varlen, r)) {}
+  AttentionKernelChoice choose(const GqaCall& call, const std::string& arch) const {
+    return choose_attention_kernel(cfg_.op_name(), cfg_, call.in_dtype, call.in_dtype, call.compute_dtype, call.D,
+                                   cfg_.varlen, cfg_.varlen ? KvMode::kPacked : KvMode::kDense, call.sinks != nullptr,
+                                   arch, rt_.options().gqa_tile);
+  }
   GqaConfig cfg_;
 };
 
@@ -601,7 +445,9 @@ std::vector<jit::KernelSpec> default_matrix(bool varlen, const std::string& arch
     for (int D : {64, 96, 128, 256})
       for (bool causal : {false, true}) {
         cfg.is_causal = causal;
-        specs.push_back(kernel_spec(cfg, choose_kernel(cfg, dt, dt, D, false, arch)));
+        specs.push_back(attention_kernel_spec(
+            cfg.op_name(), choose_attention_kernel(cfg.op_name(), cfg, dt, dt, dt, D, varlen,
+                                                   varlen ? KvMode::kPacked : KvMode::kDense, false, arch, "")));
       }
   return specs;
 }

@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "ops/dense/attention_math.hpp"
 #include "runtime/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Element `off` (in elements, from the tensor's base) of a host tensor, as double.
-double load(const TensorRef& t, int64_t off) { return numeric::load_as_double(t.data, t.dtype, off); }
+using math::kInf;
+using math::load;
+using math::load_row;
 
 // Where the rows of one request live in a q/k/v/o-like tensor: dense [B, S, heads, D] (request = batch
 // entry b) or packed [T, heads, D] (request = token range starting at `first`).
@@ -71,36 +71,7 @@ std::vector<Request> requests(const GqaConfig& cfg, const GqaCall& call) {
 
 // Rotates the first R channels of x (double, D channels) at table row `pos` (SPEC.md §1.7).
 void rotate(const GqaConfig& cfg, const GqaCall& call, int64_t pos, double* x) {
-  const TensorRef& cs = *call.rope_cos;
-  const TensorRef& sn = *call.rope_sin;
-  const int64_t half = call.R / 2;
-  for (int64_t c = 0; c < half; ++c) {
-    const int64_t a = cfg.rope == RopeLayout::kNeox ? c : 2 * c;
-    const int64_t b = cfg.rope == RopeLayout::kNeox ? c + half : 2 * c + 1;
-    const double co = load(cs, pos * cs.strides[0] + c * cs.strides[1]);
-    const double si = load(sn, pos * sn.strides[0] + c * sn.strides[1]);
-    const double xa = x[a], xb = x[b];
-    x[a] = xa * co - xb * si;
-    x[b] = xb * co + xa * si;
-  }
-}
-
-// One row of D channels, dequantised (times `scale`, 1 for 16-bit input), as double.
-void load_row(const TensorRef& t, int64_t off, int64_t chan, int64_t D, double scale, double* out) {
-  for (int64_t d = 0; d < D; ++d) out[d] = load(t, off + d * chan) * scale;
-}
-
-double dot(const double* a, const double* b, int64_t D) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t d = 0;
-  for (; d + 4 <= D; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < D; ++d) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
+  math::rotate(cfg.rope, *call.rope_cos, *call.rope_sin, call.R, pos, x);
 }
 
 }  // namespace
@@ -165,35 +136,13 @@ void gqa_forward(const GqaConfig& cfg, const GqaCall& call) {
           if (wL >= 0) lo = std::max(lo, p - wL);
           if (wR >= 0) hi = std::min(hi, p + wR);
 
-          double M = sink, Z = 0, lse;
-          std::fill(acc.begin(), acc.end(), 0.0);
-          if (sink == kInf) {
-            lse = kInf;  // the sink takes all the mass: o = 0
-          } else {
-            if (lo <= hi) {
-              load_row(q, qm.at(i, h), qm.chan, D, qs, qrow.data());
-              if (rope) rotate(cfg, call, p, qrow.data());
-              for (int64_t j = lo; j <= hi; ++j) {
-                const double z = scale * dot(qrow.data(), &K[j * D], D);
-                const double l = cap > 0 ? cap * std::tanh(z / cap) : z;
-                logit[j] = l;
-                M = std::max(M, l);
-              }
-            }
-            if (M == -kInf) {
-              lse = -kInf;  // nothing visible and no active sink: o = 0
-            } else {
-              for (int64_t j = lo; j <= hi; ++j) {
-                const double w = std::exp(logit[j] - M);
-                Z += w;
-                const double* vj = &V[j * D];
-                for (int64_t d = 0; d < D; ++d) acc[d] += w * vj[d];
-              }
-              Z += std::exp(sink - M);  // exp(-inf) = 0 without a sink
-              for (int64_t d = 0; d < D; ++d) acc[d] /= Z;
-              lse = M + std::log(Z);
-            }
-          }
+          const double lse = math::softmax_row(
+              [&] {
+                load_row(q, qm.at(i, h), qm.chan, D, qs, qrow.data());
+                if (rope) rotate(cfg, call, p, qrow.data());
+                return qrow.data();
+              },
+              K.data(), V.data(), lo, hi, D, scale, cap, sink, logit, acc.data());
           const int64_t orow = om.at(i, h);
           for (int64_t d = 0; d < D; ++d) numeric::store_from_double(o.data, o.dtype, orow + d * om.chan, acc[d]);
           if (call.lse) {

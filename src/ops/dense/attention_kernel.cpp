@@ -1,0 +1,195 @@
+#include "ops/dense/attention_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "jit/cuda_driver.hpp"
+#include "ops/arch.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+std::string_view device_type(DType dt) {
+  switch (dt) {
+    case DType::kF16: return "__half";
+    case DType::kBF16: return "__nv_bfloat16";
+    case DType::kE4M3: return "__nv_fp8_e4m3";
+    default: return "?";
+  }
+}
+
+// The tile override ("BMxBNxWARPS"), checked against what the kernel template accepts for head dim D.
+struct TileOverride {
+  int BM = 0, BN = 0, warps = 0;
+};
+TileOverride parse_tile(const char* op, const std::string& text, int64_t D) {
+  TileOverride t;
+  if (text.empty()) return t;
+  char x1 = 0, x2 = 0;
+  std::istringstream in(text);
+  in >> t.BM >> x1 >> t.BN >> x2 >> t.warps;
+  const int rows_per_warp = t.warps > 0 ? t.BM / t.warps : 0;
+  const bool ok = in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (t.warps == 4 || t.warps == 8) &&
+                  (t.BN == 16 || t.BN == 32 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
+                  (rows_per_warp == 16 || (rows_per_warp == 32 && D <= 128));
+  if (!ok)
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, "
+                                      "32 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"", op, text));
+  return t;
+}
+
+}  // namespace
+
+AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& cfg, DType q_dtype, DType kv_dtype,
+                                              DType compute_dtype, int64_t D, bool q_packed, KvMode kv_mode, bool sinks,
+                                              const std::string& arch, const std::string& tile_override) {
+  AttentionKernelChoice k;
+  k.q_dtype = q_dtype;
+  k.kv_dtype = kv_dtype;
+  k.compute_dtype = compute_dtype;
+  k.D = static_cast<int>(D);
+  // NOTE: 32 rows per warp (two m16 tiles) halves the shared-memory traffic per MMA. D = 256 keeps one
+  // m16 tile per warp so the O accumulator (128 registers) fits, with 8 warps so that a CTA still covers
+  // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full).
+  // BN = 32 for D >= 96 leaves the compiler registers to pipeline ldmatrix and keeps the double-buffered
+  // tiles at two CTAs per SM (single-buffered: D = 128 causal 313 vs 297 TFLOP/s for BN 64).
+  k.BM = 128;
+  k.BN = D == 64 ? 64 : 32;
+  k.warps = D == 256 ? 8 : 4;
+  if (D == 256 && cfg.rope != RopeLayout::kNone) {
+    // RoPE's low-part tiles would take the 128-row D = 256 tile past the 227 KB of shared memory.
+    k.BM = 64;
+    k.warps = 4;
+  }
+  if (const TileOverride t = parse_tile(op, tile_override, D); t.BM) {
+    k.BM = t.BM;
+    k.BN = t.BN;
+    k.warps = t.warps;
+  }
+  k.causal = cfg.is_causal;
+  k.window = cfg.has_window();
+  k.softcap = cfg.softcap > 0;
+  k.q_packed = q_packed;
+  k.kv_mode = kv_mode;
+  k.sinks = sinks;
+  k.rope = cfg.rope;
+  k.arch = arch;
+  return k;
+}
+
+jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoice& k) {
+  const int rope = k.rope == RopeLayout::kNone ? 0 : k.rope == RopeLayout::kNeox ? 1 : 2;
+  const char* rope_name = rope == 0 ? "none" : rope == 1 ? "neox" : "interleaved";
+  const char* kv_name = k.kv_mode == KvMode::kDense ? "dense" : k.kv_mode == KvMode::kPacked ? "packed" : "paged";
+  jit::KernelSpec s;
+  s.op = op;
+  s.template_file = "dense/gqa_fwd.cuh";
+  s.entry = fmt::format("attnjit::kernels::gqa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                        device_type(k.compute_dtype), device_type(k.q_dtype), device_type(k.kv_dtype), k.D, k.BM, k.BN,
+                        k.warps, k.causal, k.window, k.softcap, rope, k.q_packed, static_cast<int>(k.kv_mode), k.sinks);
+  s.fields = {{"backend", "portable"},
+              {"q_dtype", std::string(dtype_name(k.q_dtype))},
+              {"kv_dtype", std::string(dtype_name(k.kv_dtype))},
+              {"out_dtype", std::string(dtype_name(k.compute_dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"block_m", std::to_string(k.BM)},
+              {"block_n", std::to_string(k.BN)},
+              {"warps", std::to_string(k.warps)},
+              {"causal", k.causal ? "1" : "0"},
+              {"window", k.window ? "1" : "0"},
+              {"softcap", k.softcap ? "1" : "0"},
+              {"rope", rope_name},
+              {"q_packed", k.q_packed ? "1" : "0"},
+              {"kv_mode", kv_name},
+              {"sinks", k.sinks ? "1" : "0"}};
+  s.arch = k.arch;
+  std::string name = fmt::format("{}.portable.{}", op, dtype_name(k.q_dtype));
+  if (k.kv_dtype != k.q_dtype) name += fmt::format(".kv-{}", dtype_name(k.kv_dtype));
+  if (k.q_dtype != k.compute_dtype) name += fmt::format(".out-{}", dtype_name(k.compute_dtype));
+  name += fmt::format(".d{}.bm{}.bn{}", k.D, k.BM, k.BN);
+  if (k.warps != 4) name += fmt::format(".w{}", k.warps);
+  if (k.causal) name += ".causal";
+  if (k.window) name += ".window";
+  if (k.softcap) name += ".softcap";
+  if (rope) name += fmt::format(".rope-{}", rope_name);
+  if (k.sinks) name += ".sinks";
+  s.name = name;
+  return s;
+}
+
+void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch) {
+  if (backend == detail::Backend::kHopper)
+    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built yet for this op; use backend 'auto' or "
+                                  "'portable'", op));
+  if (arch_number(arch) < 80)
+    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
+}
+
+std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+                                                               const AttentionKernelChoice& k, int device) {
+  auto kernel = rt.kernels().loaded(attention_kernel_spec(op, k), device);
+  if (k.smem_bytes() > kernel->max_dynamic_smem_bytes)
+    throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", op,
+                                  kernel->compiled->spec.describe(), k.smem_bytes(), kernel->max_dynamic_smem_bytes));
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.smem_bytes()),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  return kernel;
+}
+
+void fill_common_params(kernels::GqaFwdParams& p, const GqaConfig& cfg, const TensorRef& q, const TensorRef& o,
+                        bool q_packed, float scale, int64_t H, int64_t H_kv) {
+  const int sd = q_packed ? 0 : 1;  // the token axis
+  p.q = q.data;
+  p.o = o.data;
+  p.q_sb = q_packed ? 0 : q.strides[0];
+  p.q_ss = q.strides[sd];
+  p.q_sh = q.strides[sd + 1];
+  p.o_sb = q_packed ? 0 : o.strides[0];
+  p.o_ss = o.strides[sd];
+  p.o_sh = o.strides[sd + 1];
+  p.h_kv = static_cast<int>(H_kv);
+  p.group = static_cast<int>(H / H_kv);
+  p.window_left = static_cast<int>(std::min<int64_t>(cfg.window_left, std::numeric_limits<int>::max()));
+  p.window_right = static_cast<int>(std::min<int64_t>(cfg.window_right, std::numeric_limits<int>::max()));
+  constexpr double kLog2e = 1.4426950408889634;
+  p.scale_log2 = static_cast<float>(scale * kLog2e);
+  p.softcap = static_cast<float>(cfg.softcap);
+  if (cfg.softcap > 0) {
+    p.softcap_inv_scale = static_cast<float>(scale / cfg.softcap);
+    p.softcap_log2 = static_cast<float>(cfg.softcap * kLog2e);
+  }
+}
+
+void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,
+                      const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
+                      void* stream) {
+  const int64_t g = H / H_kv;
+  CUlaunchConfig lc{};
+  if (k.q_packed) {
+    if (batch == 0) return;
+    lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM + batch);
+    lc.gridDimZ = 1;
+  } else {
+    if (batch == 0 || q_rows == 0) return;
+    if (batch > 65535) throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
+    lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM);
+    lc.gridDimZ = static_cast<unsigned>(batch);
+  }
+  lc.gridDimY = static_cast<unsigned>(H_kv);
+  lc.blockDimX = k.warps * 32;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
+  lc.hStream = static_cast<CUstream>(stream);
+  kernels::GqaFwdParams params = p;
+  void* args[] = {&params};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+}
+
+}  // namespace attnjit::ops

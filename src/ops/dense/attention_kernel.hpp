@@ -1,0 +1,63 @@
+// The portable attention kernel (templates/dense/gqa_fwd.cuh) as the planners of gqa_fwd,
+// gqa_varlen_fwd, gqa_paged_fwd and mha_decode_paged see it: the static choice that selects an
+// instantiation, its KernelSpec, loading it with its shared memory, and launching it.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "attnjit/tensor.hpp"
+#include "dense/gqa_fwd_params.cuh"
+#include "jit/kernel_cache.hpp"
+#include "jit/kernel_spec.hpp"
+#include "ops/dense/gqa_call.hpp"
+#include "runtime/op_registry.hpp"
+
+namespace attnjit::detail {
+class RuntimeImpl;
+}
+
+namespace attnjit::ops {
+
+enum class KvMode { kDense = 0, kPacked = 1, kPaged = 2 };  // = the kernel's KV_MODE
+
+// Everything that selects a template instantiation.
+struct AttentionKernelChoice {
+  DType q_dtype = DType::kBF16, kv_dtype = DType::kBF16, compute_dtype = DType::kBF16;
+  int D = 0, BM = 0, BN = 0, warps = 0;
+  bool causal = false, window = false, softcap = false, q_packed = false, sinks = false;
+  KvMode kv_mode = KvMode::kDense;
+  RopeLayout rope = RopeLayout::kNone;
+  std::string arch;
+
+  // Must equal GqaFwdConfig::kSmemBytes: Q, double-buffered K and V, plus with RoPE the low parts of the
+  // rotated Q and (double-buffered) K.
+  int smem_bytes() const { return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D + 8) * 2; }
+};
+
+// Picks tiles for head dim D (or applies the "BMxBNxWARPS" tuning override) and records the flags of
+// `cfg` (causal, window, softcap, rope).
+AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& cfg, DType q_dtype, DType kv_dtype,
+                                              DType compute_dtype, int64_t D, bool q_packed, KvMode kv_mode, bool sinks,
+                                              const std::string& arch, const std::string& tile_override);
+
+jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoice& k);
+
+// The portable backend serves sm_80+; 'hopper' is not built yet (Unsupported, naming the op).
+void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch);
+
+// Loads (compiling if needed) the kernel on `device` and opts it into its dynamic shared memory.
+std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+                                                               const AttentionKernelChoice& k, int device);
+
+// Fills the parameters every mode shares: q/o (token and head strides; batch stride when not packed),
+// the logit scales, softcap, windows, group size.
+void fill_common_params(kernels::GqaFwdParams& p, const GqaConfig& cfg, const TensorRef& q, const TensorRef& o,
+                        bool q_packed, float scale, int64_t H, int64_t H_kv);
+
+// Launches on `stream`: grid x = query tiles (packed: an upper bound of ceil(T_q g / BM) + B, the kernel
+// finds its request), y = KV heads, z = batch (not packed).
+void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,
+                      const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
+                      void* stream);
+
+}  // namespace attnjit::ops

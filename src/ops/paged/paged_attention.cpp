@@ -1,0 +1,545 @@
+// gqa_paged_fwd (SPEC.md §2.9) and mha_decode_paged (§2.11): validation, kernel choice and the kernel
+// and reference plans. The kernel is the portable attention kernel with paged K/V rows (KvMode::kPaged):
+// key j of request b is read from pool page page_table[b, j / PS], slot j % PS.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+
+#include "jit/cuda_driver.hpp"
+#include "ops/dense/attention_kernel.hpp"
+#include "ops/paged/paged_call.hpp"
+#include "ops/paged/reference.hpp"
+#include "runtime/host_copy.hpp"
+#include "runtime/op_registry.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::ops {
+
+using detail::ArgChecker;
+using detail::Placement;
+
+namespace {
+constexpr const char* kGqaPaged = "gqa_paged_fwd";
+constexpr const char* kMhaDecode = "mha_decode_paged";
+
+void check_head_dim(ArgChecker& c, int64_t D) {
+  if (D != 64 && D != 128 && D != 256) c.fail("shape", "q", "expected head dim D in {{64, 128, 256}}, got {}", D);
+}
+
+// page_table / block_table [B, W] and the per-request key counts [B].
+void check_tables(ArgChecker& c, PagedAttentionCall& call, const char* table_name, const char* lens_name) {
+  const TensorRef& table = c.required(table_name);
+  const TensorRef& lens = c.required(lens_name);
+  call.page_table = &table;
+  call.kv_lens = &lens;
+  c.rank(table_name, table, 2, "[B, W]");
+  c.extent(table_name, table, 0, call.B, "B");
+  c.dtype_is(table_name, table, DType::kI32);
+  c.metadata(table_name, table);
+  c.rank(lens_name, lens, 1, "[B]");
+  c.extent(lens_name, lens, 0, call.B, "B");
+  c.dtype_is(lens_name, lens, DType::kI32);
+  c.metadata(lens_name, lens);
+  call.W = table.shape[1];
+}
+
+}  // namespace
+
+PagedAttentionCall validate_gqa_paged_call(const GqaConfig& cfg, const TensorArgs& args, Placement placement) {
+  ArgChecker c(kGqaPaged, args, placement);
+  c.only_known({"q", "k_pages", "v_pages", "page_table", "cache_seqlens", "cu_seqlens_q", "q_scale", "k_scale", "v_scale",
+                "rope_cos", "rope_sin", "sinks", "o"});
+  PagedAttentionCall call;
+  const TensorRef& q = c.required("q");
+  const TensorRef& kp = c.required("k_pages");
+  const TensorRef& vp = c.required("v_pages");
+  const TensorRef& o = c.required("o");
+  const TensorRef& cq = c.required("cu_seqlens_q");
+  call.q = &q;
+  call.k_pages = &kp;
+  call.v_pages = &vp;
+  call.o = &o;
+  call.cu_seqlens_q = &cq;
+
+  c.dtype_in("q", q, {DType::kF16, DType::kBF16, DType::kE4M3});
+  c.dtype_in("k_pages", kp, {DType::kF16, DType::kBF16, DType::kE4M3});
+  const bool pair_ok = kp.dtype == q.dtype || (kp.dtype == DType::kE4M3 && is_float16(q.dtype));
+  if (!pair_ok)
+    c.fail("dtype", "k_pages", "expected q's dtype {} or e4m3 (pairs fp16/fp16, bf16/bf16, fp16/e4m3, bf16/e4m3, "
+           "e4m3/e4m3), got {}", dtype_name(q.dtype), dtype_name(kp.dtype));
+  c.dtype_is("v_pages", vp, kp.dtype, "(k_pages' dtype)");
+  call.q_dtype = q.dtype;
+  call.kv_dtype = kp.dtype;
+  if (q.dtype == DType::kE4M3) {
+    if (!cfg.out_dtype) c.fail("dtype", "out_dtype", "expected fp16 or bf16 for e4m3 input q, got none");
+    call.compute_dtype = *cfg.out_dtype;
+  } else {
+    if (cfg.out_dtype && *cfg.out_dtype != q.dtype)
+      c.fail("dtype", "out_dtype", "expected unset or the input dtype {} for a 16-bit q, got {}", dtype_name(q.dtype),
+             dtype_name(*cfg.out_dtype));
+    call.compute_dtype = q.dtype;
+  }
+
+  c.rank("q", q, 3, "[T_q, H, D]");
+  call.T_q = q.shape[0];
+  call.H = q.shape[1];
+  call.D = q.shape[2];
+  c.rank("k_pages", kp, 4, "[NP, PS, H_kv, D]");
+  call.NP = kp.shape[0];
+  call.PS = kp.shape[1];
+  call.H_kv = kp.shape[2];
+  c.extent("k_pages", kp, 3, call.D, "D, q's head dim");
+  c.rank("v_pages", vp, 4, "[NP, PS, H_kv, D]");
+  for (int d = 0; d < 4; ++d) c.extent("v_pages", vp, d, kp.shape[d], "k_pages' shape");
+  if (call.PS < 1) c.fail("shape", "k_pages", "expected page size PS >= 1, got {}", call.PS);
+  if (call.H < 1) c.fail("shape", "q", "expected H >= 1, got {}", call.H);
+  if (call.H_kv < 1) c.fail("shape", "k_pages", "expected H_kv >= 1, got {}", call.H_kv);
+  if (call.H % call.H_kv != 0) c.fail("shape", "k_pages", "expected H_kv dividing q's H = {}, got H_kv = {}", call.H, call.H_kv);
+  check_head_dim(c, call.D);
+  c.rank("cu_seqlens_q", cq, 1, "[B + 1]");
+  if (cq.shape[0] < 1) c.fail("shape", "cu_seqlens_q", "expected length B + 1 >= 1, got {}", cq.shape[0]);
+  c.dtype_is("cu_seqlens_q", cq, DType::kI32);
+  call.B = cq.shape[0] - 1;
+  check_tables(c, call, "page_table", "cache_seqlens");
+
+  call.q_scale = c.required_iff("q_scale", q.dtype == DType::kE4M3, "for an e4m3 q");
+  call.k_scale = c.required_iff("k_scale", kp.dtype == DType::kE4M3, "for an e4m3 cache, with v_scale");
+  call.v_scale = c.required_iff("v_scale", kp.dtype == DType::kE4M3, "for an e4m3 cache, with k_scale");
+  for (auto [name, t] : {std::pair{"q_scale", call.q_scale}, std::pair{"k_scale", call.k_scale},
+                         std::pair{"v_scale", call.v_scale}}) {
+    if (!t) continue;
+    c.rank(name, *t, 2, "[B, H_kv]");
+    c.extent(name, *t, 0, call.B, "B");
+    c.extent(name, *t, 1, call.H_kv, "H_kv");
+    c.dtype_is(name, *t, DType::kF32);
+    c.metadata(name, *t);
+  }
+  const bool rope = cfg.rope != RopeLayout::kNone;
+  call.rope_cos = c.required_iff("rope_cos", rope, "with pos_encoding_mode \"rope\"");
+  call.rope_sin = c.required_iff("rope_sin", rope, "with pos_encoding_mode \"rope\"");
+  if (rope) {
+    call.R = cfg.rotary_dim.value_or(call.D);
+    if (call.R > call.D) c.fail("shape", "rotary_dim", "expected rotary_dim <= D = {}, got {}", call.D, call.R);
+    for (auto [name, t] : {std::pair{"rope_cos", call.rope_cos}, std::pair{"rope_sin", call.rope_sin}}) {
+      c.rank(name, *t, 2, "[P, R/2]");
+      c.extent(name, *t, 1, call.R / 2, "R/2");
+      c.dtype_is(name, *t, call.compute_dtype, "(the compute dtype)");
+      c.metadata(name, *t);
+    }
+    call.P = call.rope_cos->shape[0];
+    c.extent("rope_sin", *call.rope_sin, 0, call.P, "P, rope_cos' positions");
+  }
+  call.sinks = c.optional("sinks");
+  if (call.sinks) {
+    c.rank("sinks", *call.sinks, 1, "[H]");
+    c.extent("sinks", *call.sinks, 0, call.H, "H");
+    c.dtype_is("sinks", *call.sinks, DType::kF32);
+    c.metadata("sinks", *call.sinks);
+  }
+  c.rank("o", o, 3, "[T_q, H, D]");
+  for (int d = 0; d < 3; ++d) c.extent("o", o, d, q.shape[d], "q's shape");
+  c.dtype_is("o", o, call.compute_dtype, "(the compute dtype)");
+
+  c.feature("q", q, true);
+  c.feature("k_pages", kp, true);
+  c.feature("v_pages", vp, true);
+  c.contiguous("cu_seqlens_q", cq, false);
+  c.output("o", o, {{"q", &q}, {"k_pages", &kp}, {"v_pages", &vp}});
+  for (auto [name, t] :
+       {std::pair{"q", call.q}, std::pair{"k_pages", call.k_pages}, std::pair{"v_pages", call.v_pages},
+        std::pair{"o", call.o}, std::pair{"page_table", call.page_table}, std::pair{"cache_seqlens", call.kv_lens},
+        std::pair{"cu_seqlens_q", call.cu_seqlens_q}, std::pair{"q_scale", call.q_scale},
+        std::pair{"k_scale", call.k_scale}, std::pair{"v_scale", call.v_scale}, std::pair{"rope_cos", call.rope_cos},
+        std::pair{"rope_sin", call.rope_sin}, std::pair{"sinks", call.sinks}}) {
+    if (t) c.device(name, *t);
+  }
+  call.page_stride = kp.strides[0];
+  call.slot_stride = kp.strides[1];
+  call.head_stride = kp.strides[2];
+  call.device = c.call_device();
+  call.scale = static_cast<float>(cfg.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(call.D))));
+  return call;
+}
+
+PagedAttentionCall validate_mha_decode_paged_call(const MhaDecodePagedConfig& cfg, const TensorArgs& args,
+                                                  Placement placement) {
+  ArgChecker c(kMhaDecode, args, placement);
+  c.only_known({"q", "k", "v", "real_seqlen_kv", "block_table", "o"});
+  PagedAttentionCall call;
+  call.mha_decode = true;
+  const TensorRef& q = c.required("q");
+  const TensorRef& k = c.required("k");
+  const TensorRef& v = c.required("v");
+  const TensorRef& o = c.required("o");
+  call.q = &q;
+  call.k_pages = &k;
+  call.v_pages = &v;
+  call.o = &o;
+  c.dtype_in("q", q, {DType::kF16, DType::kBF16});
+  c.dtype_is("k", k, q.dtype, "(q's dtype)");
+  c.dtype_is("v", v, q.dtype, "(q's dtype)");
+  call.q_dtype = call.kv_dtype = call.compute_dtype = q.dtype;
+  c.rank("q", q, 4, "[B, S_q, H, D]");
+  call.B = q.shape[0];
+  call.S_q = q.shape[1];
+  call.H = q.shape[2];
+  call.D = q.shape[3];
+  c.rank("k", k, 3, "[N_kv, H, D]");
+  c.extent("k", k, 1, call.H, "H, q's head count");
+  c.extent("k", k, 2, call.D, "D, q's head dim");
+  c.rank("v", v, 3, "[N_kv, H, D]");
+  for (int d = 0; d < 3; ++d) c.extent("v", v, d, k.shape[d], "k's shape");
+  if (call.H < 1) c.fail("shape", "q", "expected H >= 1, got {}", call.H);
+  check_head_dim(c, call.D);
+  call.PS = cfg.page_size;
+  if (k.shape[0] % call.PS != 0)
+    c.fail("shape", "k", "expected N_kv a multiple of page_size {}, got N_kv = {}", call.PS, k.shape[0]);
+  call.NP = k.shape[0] / call.PS;
+  call.H_kv = call.H;
+  check_tables(c, call, "block_table", "real_seqlen_kv");
+  c.rank("o", o, 4, "[B, S_q, H, D]");
+  for (int d = 0; d < 4; ++d) c.extent("o", o, d, q.shape[d], "q's shape");
+  c.dtype_is("o", o, q.dtype, "(q's dtype)");
+  c.feature("q", q, true);
+  c.feature("k", k, true);
+  c.feature("v", v, true);
+  c.output("o", o, {{"q", &q}, {"k", &k}, {"v", &v}});
+  for (auto [name, t] : {std::pair{"q", call.q}, std::pair{"k", call.k_pages}, std::pair{"v", call.v_pages},
+                         std::pair{"o", call.o}, std::pair{"block_table", call.page_table},
+                         std::pair{"real_seqlen_kv", call.kv_lens}}) {
+    c.device(name, *t);
+  }
+  call.page_stride = call.PS * k.strides[0];
+  call.slot_stride = k.strides[0];
+  call.head_stride = k.strides[1];
+  call.device = c.call_device();
+  call.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.D)));
+  return call;
+}
+
+namespace {
+
+// validate_inputs: the caller contracts of §2.9 and §2.11 on host copies of the contract-bearing tensors.
+void check_contents(const char* op, const PagedAttentionCall& call, const GqaConfig* gqa, void* stream) {
+  detail::prepare_content_checks(op, call.device, stream);
+  auto fail = [&](std::string_view arg, const std::string& what) {
+    throw InvalidArgument(fmt::format("{}: content: {}: {}", op, arg, what));
+  };
+  const char* table_name = call.mha_decode ? "block_table" : "page_table";
+  const char* lens_name = call.mha_decode ? "real_seqlen_kv" : "cache_seqlens";
+  auto lens_h = detail::host_view(*call.kv_lens);
+  auto table_h = detail::host_view(*call.page_table);
+  const auto* lens = static_cast<const int32_t*>(lens_h.ref.data);
+  const auto* table = static_cast<const int32_t*>(table_h.ref.data);
+  std::vector<int64_t> q_lens(static_cast<size_t>(call.B), call.S_q);
+  if (!call.mha_decode) {
+    auto cq = detail::host_view(*call.cu_seqlens_q);
+    const auto* off = static_cast<const int32_t*>(cq.ref.data);
+    if (off[0] != 0) fail("cu_seqlens_q", fmt::format("expected element 0 to be 0, got {}", off[0]));
+    for (int64_t b = 0; b < call.B; ++b) {
+      if (off[b + 1] < off[b])
+        fail("cu_seqlens_q", fmt::format("expected non-decreasing offsets, got {} after {} at index {}", off[b + 1], off[b], b + 1));
+      q_lens[b] = off[b + 1] - off[b];
+    }
+    if (off[call.B] != call.T_q)
+      fail("cu_seqlens_q", fmt::format("expected the last offset to equal T_q = {}, got {}", call.T_q, off[call.B]));
+  }
+  for (int64_t b = 0; b < call.B; ++b) {
+    const int64_t L = lens[b * call.kv_lens->strides[0]];
+    if (L < 0 || L > call.W * call.PS)
+      fail(lens_name, fmt::format("expected 0 <= kv_len <= W * page size = {}, got {} in request {}", call.W * call.PS, L, b));
+    if (!call.mha_decode && q_lens[b] > L)
+      fail(lens_name, fmt::format("expected kv_len >= q_len (the cache includes this call's queries), got kv_len {} < "
+                                  "q_len {} in request {}", L, q_lens[b], b));
+    for (int64_t pg = 0; pg < (L + call.PS - 1) / call.PS; ++pg) {
+      const int64_t e = table[b * call.page_table->strides[0] + pg * call.page_table->strides[1]];
+      if (e < 0 || e >= call.NP)
+        fail(table_name, fmt::format("expected pages in [0, {}) for the used entries, got {} at [{}, {}]", call.NP, e, b, pg));
+    }
+    if (gqa && gqa->rope != RopeLayout::kNone && call.P < L)
+      fail("rope_cos", fmt::format("expected P >= kv_len for every request, got P = {} < kv_len {} in request {}", call.P, L, b));
+  }
+  for (auto [name, t] : {std::pair{"q_scale", call.q_scale}, std::pair{"k_scale", call.k_scale},
+                         std::pair{"v_scale", call.v_scale}}) {
+    if (!t) continue;
+    auto h = detail::host_view(*t);
+    for (int64_t b = 0; b < t->shape[0]; ++b)
+      for (int64_t r = 0; r < t->shape[1]; ++r) {
+        const float s = static_cast<const float*>(h.ref.data)[b * t->strides[0] + r * t->strides[1]];
+        if (!(std::isfinite(s) && s > 0)) fail(name, fmt::format("expected finite scales > 0, got {} at [{}, {}]", s, b, r));
+      }
+  }
+  if (call.sinks) {
+    auto h = detail::host_view(*call.sinks);
+    for (int64_t i = 0; i < call.H; ++i)
+      if (std::isnan(static_cast<const float*>(h.ref.data)[i * call.sinks->strides[0]]))
+        fail("sinks", fmt::format("expected no NaN sink, got NaN at index {}", i));
+  }
+}
+
+kernels::GqaFwdParams paged_params(const GqaConfig& cfg, const PagedAttentionCall& call) {
+  kernels::GqaFwdParams p{};
+  const bool packed = !call.mha_decode;
+  fill_common_params(p, cfg, *call.q, *call.o, packed, call.scale, call.H, call.H_kv);
+  const TensorRef& k = *call.k_pages;
+  const TensorRef& v = *call.v_pages;
+  p.k = k.data;
+  p.v = v.data;
+  if (call.mha_decode) {  // rank-3 pools [N_kv, H, D]: page = PS rows
+    p.k_sp = call.PS * k.strides[0];
+    p.k_ss = k.strides[0];
+    p.k_sh = k.strides[1];
+    p.v_sp = call.PS * v.strides[0];
+    p.v_ss = v.strides[0];
+    p.v_sh = v.strides[1];
+  } else {
+    p.k_sp = k.strides[0];
+    p.k_ss = k.strides[1];
+    p.k_sh = k.strides[2];
+    p.v_sp = v.strides[0];
+    p.v_ss = v.strides[1];
+    p.v_sh = v.strides[2];
+    p.cu_q = static_cast<const int*>(call.cu_seqlens_q->data);
+  }
+  p.page_table = static_cast<const int*>(call.page_table->data);
+  p.pt_sb = call.page_table->strides[0];
+  p.pt_sp = call.page_table->strides[1];
+  p.kv_lens = static_cast<const int*>(call.kv_lens->data);
+  p.kv_lens_s = call.kv_lens->strides[0];
+  p.page_size = static_cast<int>(call.PS);
+  if (call.q_scale) {
+    p.q_scale = static_cast<const float*>(call.q_scale->data);
+    p.qsc_sb = call.q_scale->strides[0];
+    p.qsc_sr = call.q_scale->strides[1];
+  }
+  if (call.k_scale) {
+    p.k_scale = static_cast<const float*>(call.k_scale->data);
+    p.v_scale = static_cast<const float*>(call.v_scale->data);
+    p.ksc_sb = call.k_scale->strides[0];
+    p.ksc_sr = call.k_scale->strides[1];
+    p.vsc_sb = call.v_scale->strides[0];
+    p.vsc_sr = call.v_scale->strides[1];
+  }
+  if (call.rope_cos) {
+    p.rope_cos = call.rope_cos->data;
+    p.rope_sin = call.rope_sin->data;
+    p.cos_sp = call.rope_cos->strides[0];
+    p.cos_sc = call.rope_cos->strides[1];
+    p.sin_sp = call.rope_sin->strides[0];
+    p.sin_sc = call.rope_sin->strides[1];
+    p.rotary_dim = static_cast<int>(call.R);
+  }
+  if (call.sinks) {
+    p.sinks = static_cast<const float*>(call.sinks->data);
+    p.sinks_s = call.sinks->strides[0];
+  }
+  p.batch = static_cast<int>(call.B);
+  p.s_q = static_cast<int>(call.S_q);
+  return p;
+}
+
+// Both ops, through one kernel: `validate` checks a call; `gqa` is the GqaConfig equivalent of the op's
+// parameters (for mha_decode_paged: causal only).
+class PagedKernelPlan final : public detail::PlanImpl {
+ public:
+  // Validates a call with the op's configuration (held by value: a plan may outlive its op).
+  using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
+  PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
+                  std::shared_ptr<const jit::LoadedKernel> kernel)
+      : op_(op), gqa_(std::move(gqa)), validate_inputs_(validate_inputs), validate_(std::move(validate)),
+        choice_(std::move(choice)), kernel_(std::move(kernel)) {}
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
+    if (call.q_dtype != choice_.q_dtype || call.kv_dtype != choice_.kv_dtype ||
+        call.compute_dtype != choice_.compute_dtype || call.D != choice_.D || (call.sinks != nullptr) != choice_.sinks ||
+        call.device.index != kernel_->device)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got q {}, KV {}, "
+                                        "D {}, sinks {}, {}; build a plan for the new signature", op_,
+                                        kernel_->compiled->spec.describe(), dtype_name(call.q_dtype),
+                                        dtype_name(call.kv_dtype), call.D, call.sinks != nullptr, device_name(call.device)));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(call.device.index);
+    if (validate_inputs_) check_contents(op_, call, call.mha_decode ? nullptr : &gqa_, stream);
+    const kernels::GqaFwdParams p = paged_params(gqa_, call);
+    launch_attention(op_, *kernel_, choice_, p, call.B, call.mha_decode ? call.S_q : call.T_q, call.H, call.H_kv, stream);
+  }
+  std::string describe() const override { return fmt::format("{} kernel plan: {}", op_, kernel_->compiled->spec.describe()); }
+
+ private:
+  const char* op_;
+  GqaConfig gqa_;
+  bool validate_inputs_;
+  Validate validate_;
+  AttentionKernelChoice choice_;
+  std::shared_ptr<const jit::LoadedKernel> kernel_;
+};
+
+AttentionKernelChoice choose_paged(const char* op, const GqaConfig& gqa, const PagedAttentionCall& call,
+                                   const std::string& arch, const std::string& tile) {
+  return choose_attention_kernel(op, gqa, call.q_dtype, call.kv_dtype, call.compute_dtype, call.D, !call.mha_decode,
+                                 KvMode::kPaged, call.sinks != nullptr, arch, tile);
+}
+
+class GqaPagedFwdOp final : public detail::OpInstance {
+ public:
+  GqaPagedFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
+      : GqaPagedFwdOp(rt, detail::ConfigReader(kGqaPaged, config, gqa_config_keys())) {}
+
+  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
+    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
+    check_attention_backend(kGqaPaged, backend_, arch);
+    return {attention_kernel_spec(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile))};
+  }
+
+ protected:
+  std::string signature(const TensorArgs& tensors) const override {
+    const bool ref = impl_ == detail::Impl::kReference;
+    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
+    if (ref) return "reference";
+    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.kv_dtype),
+                       static_cast<int>(call.compute_dtype), call.D, call.sinks != nullptr, call.device.index);
+  }
+
+  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override;
+
+ private:
+  GqaPagedFwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
+      : OpInstance(rt, kGqaPaged, r.impl(), r.backend()), cfg_(parse_gqa_config(true, r)) {}
+  GqaConfig cfg_;
+};
+
+class PagedReferencePlan final : public detail::PlanImpl {
+ public:
+  PagedReferencePlan(const char* op, std::function<void(const TensorArgs&, void*)> run) : op_(op), run_(std::move(run)) {}
+  void execute(const TensorArgs& tensors, void* stream) const override { run_(tensors, stream); }
+  std::string describe() const override { return fmt::format("{} reference plan (CPU)", op_); }
+
+ private:
+  const char* op_;
+  std::function<void(const TensorArgs&, void*)> run_;
+};
+
+std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorArgs& tensors) {
+  const GqaConfig cfg = cfg_;
+  if (impl_ == detail::Impl::kReference) {
+    return std::make_shared<PagedReferencePlan>(kGqaPaged, [cfg](const TensorArgs& t, void* stream) {
+      const PagedAttentionCall call = validate_gqa_paged_call(cfg, t, Placement::kHost);
+      if (cfg.validate_inputs) check_contents(kGqaPaged, call, &cfg, stream);
+      reference::gqa_paged_fwd(cfg, call);
+    });
+  }
+  const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
+  const std::string arch = rt_.arch_for_device(call.device.index);
+  check_attention_backend(kGqaPaged, backend_, arch);
+  AttentionKernelChoice choice = choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile);
+  auto kernel = load_attention_kernel(rt_, kGqaPaged, choice, call.device.index);
+  return std::make_shared<PagedKernelPlan>(
+      kGqaPaged, cfg_, cfg_.validate_inputs,
+      [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); }, std::move(choice),
+      std::move(kernel));
+}
+
+MhaDecodePagedConfig parse_mha_config(const detail::ConfigReader& r) {
+  MhaDecodePagedConfig c;
+  if (!r.has("page_size")) throw InvalidArgument(fmt::format("{}: param: page_size: expected an integer >= 1, got none", kMhaDecode));
+  const double ps = r.get_number("page_size", 0);
+  if (ps != std::floor(ps) || ps < 1 || ps > 1 << 30)
+    throw InvalidArgument(fmt::format("{}: param: page_size: expected an integer >= 1, got {}", kMhaDecode, ps));
+  c.page_size = static_cast<int64_t>(ps);
+  c.is_causal = r.get_bool("is_causal", false);
+  c.validate_inputs = r.get_bool("validate_inputs", false);
+  return c;
+}
+
+class MhaDecodePagedOp final : public detail::OpInstance {
+ public:
+  MhaDecodePagedOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
+      : MhaDecodePagedOp(rt, detail::ConfigReader(kMhaDecode, config, {"page_size", "is_causal", "validate_inputs"})) {}
+
+  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
+    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
+    check_attention_backend(kMhaDecode, backend_, arch);
+    return {attention_kernel_spec(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile))};
+  }
+
+ protected:
+  std::string signature(const TensorArgs& tensors) const override {
+    const bool ref = impl_ == detail::Impl::kReference;
+    const PagedAttentionCall call =
+        validate_mha_decode_paged_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
+    if (ref) return "reference";
+    return fmt::format("{}.{}.{}", static_cast<int>(call.q_dtype), call.D, call.device.index);
+  }
+
+  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
+    const MhaDecodePagedConfig cfg = cfg_;
+    if (impl_ == detail::Impl::kReference) {
+      return std::make_shared<PagedReferencePlan>(kMhaDecode, [cfg](const TensorArgs& t, void* stream) {
+        const PagedAttentionCall call = validate_mha_decode_paged_call(cfg, t, Placement::kHost);
+        if (cfg.validate_inputs) check_contents(kMhaDecode, call, nullptr, stream);
+        reference::mha_decode_paged(cfg, call);
+      });
+    }
+    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
+    const std::string arch = rt_.arch_for_device(call.device.index);
+    check_attention_backend(kMhaDecode, backend_, arch);
+    AttentionKernelChoice choice = choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile);
+    auto kernel = load_attention_kernel(rt_, kMhaDecode, choice, call.device.index);
+    return std::make_shared<PagedKernelPlan>(
+        kMhaDecode, gqa_, cfg_.validate_inputs,
+        [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
+        std::move(choice), std::move(kernel));
+  }
+
+ private:
+  MhaDecodePagedOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
+      : OpInstance(rt, kMhaDecode, r.impl(), r.backend()), cfg_(parse_mha_config(r)) {
+    gqa_.is_causal = cfg_.is_causal;  // no window, softcap or rope; scale 1/sqrt(D)
+  }
+  MhaDecodePagedConfig cfg_;
+  GqaConfig gqa_;
+};
+
+std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, const std::string& arch) {
+  std::vector<jit::KernelSpec> specs;
+  GqaConfig gqa;
+  gqa.varlen = !mha;
+  for (DType dt : {DType::kF16, DType::kBF16})
+    for (int D : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        gqa.is_causal = causal;
+        specs.push_back(attention_kernel_spec(
+            op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, "")));
+      }
+  return specs;
+}
+
+}  // namespace
+
+}  // namespace attnjit::ops
+
+namespace attnjit::detail {
+
+OpDefinition gqa_paged_fwd_definition() {
+  OpDefinition d;
+  d.name = ops::kGqaPaged;
+  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
+    return std::make_shared<ops::GqaPagedFwdOp>(rt, config);
+  };
+  d.default_matrix = [](const std::string& arch) { return ops::paged_default_matrix(ops::kGqaPaged, false, arch); };
+  return d;
+}
+
+OpDefinition mha_decode_paged_definition() {
+  OpDefinition d;
+  d.name = ops::kMhaDecode;
+  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
+    return std::make_shared<ops::MhaDecodePagedOp>(rt, config);
+  };
+  d.default_matrix = [](const std::string& arch) { return ops::paged_default_matrix(ops::kMhaDecode, true, arch); };
+  return d;
+}
+
+}  // namespace attnjit::detail
