@@ -70,7 +70,10 @@ int RuntimeImpl::sm_count(int device) {
   return sms;
 }
 
-std::shared_ptr<OpInstance> RuntimeImpl::op(std::string_view name, const nlohmann::json& config) {
+std::shared_ptr<OpInstance> RuntimeImpl::op(std::string_view name, const nlohmann::json& given) {
+  // NOTE: C++ callers write `rt.op("name", {})`, which is a JSON null: it means "no parameters".
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const nlohmann::json& config = given.is_null() ? kEmpty : given;
   std::string cache_key = fmt::format("{}\n{}", name, config.dump());
   {
     std::lock_guard<std::mutex> g(mutex_);
