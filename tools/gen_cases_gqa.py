@@ -27,18 +27,19 @@ Tolerances (SPEC.md §1.12): o rel_l2 bf16 1e-2, fp16 5e-3, FP8 inputs 5e-2; lse
 Usage: python3 tools/gen_cases_gqa.py [--out-dir tests/cases] [--count N]
 """
 import argparse
-import json
 import os
 import random
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import (OUTB, POISON, TOL, attention_config, contiguous, dumps_one_case_per_line,  # noqa: E402
+                            normal, random_padded_strides, random_sinks, tensor, weighted, write_cases_text)
 
 SEED = 0x6A0F
 MAX_TOTAL_COST = 1.9e10           # sum over the grid of q_len * H * kv_len * D
 CASE_CAPS = [(8e7, 0.65), (5e8, 0.27), (2.5e9, 0.08)]  # per-case cost caps and how often each is drawn
 RESERVE = 2.5e7
 LENGTHS = [1, 7, 63, 64, 65, 127, 128, 129, 1000, 4097]
-TOL = {"fp16": 5e-3, "bf16": 1e-2, "e4m3": 5e-2}
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
 # Grid seeds whose reference o holds an exact zero made by cancellation (an fp16 element |o| < 2^-25 whose
 # contributions sum_j p_j |v_j| / Z are >= 3e-6; found by running the CPU reference over the grid). The
 # runner requires every exact zero of the reference to be an exact zero of the kernel, which is meant for
@@ -50,38 +51,6 @@ RESEED = {20066, 20137, 20155, 20165, 20198, 120198, 20207, 20267, 20313}
 SEED_BUMP = 100000
 
 
-def weighted(rng, choices):
-    total = sum(w for _, w in choices)
-    r = rng.uniform(0, total)
-    for v, w in choices:
-        r -= w
-        if r <= 0:
-            return v
-    return choices[-1][0]
-
-
-def contiguous(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def padded_strides(rng, shape, dtype, zero_dim=None):
-    """Class F strides for shape (innermost stride 1): every outer stride padded by a multiple of 16 bytes."""
-    unit = 16 // ELEM_BYTES[dtype]
-    st = [1]
-    acc = shape[-1]
-    for d in range(len(shape) - 2, -1, -1):
-        acc += unit * rng.choice([0, 1, 2, 5])
-        st.insert(0, acc)
-        acc *= shape[d]
-    if zero_dim is not None:
-        st[zero_dim] = 0
-    return st
-
-
 def padded_contiguous(shape, dim, pad):
     """Row-major strides, except that the stride of `dim` (an axis whose extent is > 1, not the innermost)
     is padded by `pad` elements; the outer strides follow from it."""
@@ -90,23 +59,6 @@ def padded_contiguous(shape, dim, pad):
     for d in range(len(shape) - 2, -1, -1):
         st[d] = st[d + 1] * shape[d + 1] + (pad if d == dim else 0)
     return st
-
-
-def tensor(shape, dtype, init, strides=None, output=False):
-    t = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        t["strides"] = list(strides)
-    t["init"] = init
-    if output:
-        t["output"] = True
-    return t
-
-
-def normal(std=1.0):
-    return {"kind": "normal", "mean": 0.0, "std": std}
-
-
-POISON = {"kind": "poison"}
 
 
 def sinks_init(values):
@@ -209,24 +161,9 @@ def grid_case(rng, idx, seed, cost_cap, small=False):
 def build_grid_case(rng, d, idx, seed):
     H, H_kv, D = d.H, d.H_kv, d.D
     tensors = {}
-    config = {"is_causal": d.causal}
-    if d.wl != -1:
-        config["window_size_left"] = d.wl
-    if d.wr != -1:
-        config["window_size_right"] = d.wr
-    if d.sm_scale is not None:
-        config["sm_scale"] = d.sm_scale
-    if d.softcap:
-        config["softcap"] = d.softcap
-    if d.rope:
-        config["pos_encoding_mode"] = "rope"
-        config["rope_layout"] = d.rope
-        if d.R != D or rng.random() < 0.5:
-            config["rotary_dim"] = d.R
-    if d.out_dtype:
-        config["out_dtype"] = d.out_dtype
-    if d.validate:
-        config["validate_inputs"] = True
+    rotary_dim = bool(d.rope) and (d.R != D or rng.random() < 0.5)  # a full-width R is stated half the time
+    config = attention_config(d.causal, d.wl, d.wr, d.sm_scale, d.softcap, d.rope, d.R, rotary_dim, d.out_dtype,
+                              d.validate)
     if d.varlen:
         B = len(d.reqs)
         cu_q, cu_k = [0], [0]
@@ -243,14 +180,14 @@ def build_grid_case(rng, d, idx, seed):
         max_kv = S_kv
     qs = ks = vs = None
     if d.strided:
-        qs = padded_strides(rng, q_shape, d.dtype)
-        ks = padded_strides(rng, kv_shape, d.dtype)
-        vs = padded_strides(rng, kv_shape, d.dtype)
+        qs = random_padded_strides(rng, q_shape, d.dtype)
+        ks = random_padded_strides(rng, kv_shape, d.dtype)
+        vs = random_padded_strides(rng, kv_shape, d.dtype)
     if d.bcast:
         # a zero (broadcast) stride on a read-only input: v shared across kv heads (or batch entries)
         dim = 1 if d.varlen else (0 if B > 1 else 2)
         if kv_shape[dim] > 1:
-            vs = padded_strides(rng, kv_shape, d.dtype, zero_dim=dim)
+            vs = random_padded_strides(rng, kv_shape, d.dtype, zero_dim=dim)
         else:
             d.bcast = False
     tensors["q"] = tensor(q_shape, d.dtype, normal(d.std), qs)
@@ -267,19 +204,7 @@ def build_grid_case(rng, d, idx, seed):
         for n in ("rope_cos", "rope_sin"):
             tensors[n] = tensor([P, d.R // 2], d.cdt, {"kind": "uniform", "low": -1.0, "high": 1.0})
     if d.sinks:
-        vals = []
-        for h in range(H):
-            v = round(rng.uniform(-2.0, 6.0), 3)
-            if d.sinks == "neginf" and rng.random() < 0.4:
-                v = "-inf"
-            if d.sinks == "posinf" and rng.random() < 0.3:
-                v = "inf"
-            vals.append(v)
-        if d.sinks == "posinf" and "inf" not in vals:
-            vals[rng.randrange(H)] = "inf"
-        if d.sinks == "neginf" and "-inf" not in vals:
-            vals[rng.randrange(H)] = "-inf"
-        tensors["sinks"] = tensor([H], "fp32", sinks_init(vals))
+        tensors["sinks"] = tensor([H], "fp32", sinks_init(random_sinks(rng, d.sinks, H)))
     tensors["o"] = tensor(q_shape, d.cdt, POISON, output=True)
     compare = {"o": {"mode": "rel_l2", "tol": TOL[d.dtype]}}
     if d.lse:
@@ -408,9 +333,6 @@ def build_small():
 
 # ----------------------------------------------------------------------------------------------------
 # Error cases
-
-OUTB = {"kind": "bytes", "pattern": 165}
-
 
 def dense_base(dtype="fp16", B=1, S_q=4, S_kv=4, H=2, H_kv=1, D=64, out_dtype=None, rope_R=None, P=None):
     cdt = out_dtype or dtype
@@ -738,15 +660,7 @@ def build_errors():
 
 
 def write(path, cases, extra=""):
-    names = [c["name"] for c in cases]
-    assert len(set(names)) == len(names), "duplicate case names"
-    lines = ",\n".join("  " + json.dumps(c, separators=(", ", ": "), allow_nan=False) for c in cases)
-    text = "{\n \"cases\": [\n" + lines + "\n ]\n}\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.normpath(path)}: {len(cases)} cases, {len(text)} bytes{extra}")
+    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
 
 
 def main():

@@ -35,13 +35,15 @@ Tolerances (SPEC.md §1.12): o rel_l2 bf16 1e-2, fp16 5e-3, any e4m3 operand 5e-
 Usage: python3 tools/gen_cases_paged.py [--out-dir tests/cases] [--count N]
 """
 import argparse
-import bisect
-import json
 import math
 import os
 import random
-import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, contiguous,  # noqa: E402
+                            dumps_one_case_per_line, encode_bits, normal, random_padded_strides, random_sinks,
+                            storage_size, tensor, weighted, write_cases_text)
 
 SEED = 0x9A6E0
 MAX_TOTAL_COST = 1.45e10          # sum over the grid of q_len * H * kv_len * D
@@ -50,65 +52,11 @@ RESERVE = 2e7
 MAX_POOL_ELEMENTS = 12 * 1024 * 1024  # per pool
 GARBAGE_BUDGET = 500_000          # pool elements written as exact bits (with random-byte garbage) in the grid
 GARBAGE_CASE_MAX = 60_000         # per case (both pools)
-TOL = {"fp16": 5e-3, "bf16": 1e-2, "e4m3": 5e-2}
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
 PAIRS = [(("fp16", "fp16"), 0.425), (("bf16", "bf16"), 0.425), (("fp16", "e4m3"), 0.05), (("bf16", "e4m3"), 0.05),
          (("e4m3", "e4m3"), 0.05)]
 GQA_PS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 3, 5, 24]
 MHA_PS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 BAD_ENTRIES = [999999, -1, 2 ** 31 - 1, -123456]
-POISON = {"kind": "poison"}
-OUTB = {"kind": "bytes", "pattern": 165}
-
-
-def weighted(rng, choices):
-    total = sum(w for _, w in choices)
-    r = rng.uniform(0, total)
-    for v, w in choices:
-        r -= w
-        if r <= 0:
-            return v
-    return choices[-1][0]
-
-
-def contiguous(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def storage(shape, strides):
-    if any(e == 0 for e in shape):
-        return 0
-    return 1 + sum((e - 1) * s for e, s in zip(shape, strides))
-
-
-def padded_strides(rng, shape, dtype):
-    """Class F strides (innermost 1), every outer stride padded by a multiple of 16 bytes."""
-    unit = 16 // ELEM_BYTES[dtype]
-    st = [1]
-    acc = shape[-1]
-    for d in range(len(shape) - 2, -1, -1):
-        acc += unit * rng.choice([0, 1, 2, 5])
-        st.insert(0, acc)
-        acc *= shape[d]
-    return st
-
-
-def tensor(shape, dtype, init, strides=None, output=False):
-    t = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        t["strides"] = list(strides)
-    t["init"] = init
-    if output:
-        t["output"] = True
-    return t
-
-
-def normal(std=1.0):
-    return {"kind": "normal", "mean": 0.0, "std": std}
 
 
 def values(vals):
@@ -116,38 +64,14 @@ def values(vals):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Bit patterns (stdlib): finite random values in used rows, random bytes elsewhere
-
-
-def _e4m3_positive():
-    out = []
-    for c in range(0x7F):
-        e, m = (c >> 3) & 0xF, c & 0x7
-        out.append(m * 2.0 ** -9 if e == 0 else (1.0 + m / 8.0) * 2.0 ** (e - 7))
-    return out
-
-
-E4M3_POS = _e4m3_positive()
-
-
-def encode(dtype, x):
-    if dtype == "fp16":
-        return struct.unpack("<H", struct.pack("<e", x))[0]  # RNE
-    if dtype == "bf16":
-        b = struct.unpack("<I", struct.pack("<f", x))[0]
-        return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
-    a = min(abs(x), 448.0)
-    hi = min(bisect.bisect_left(E4M3_POS, a), 0x7E)
-    lo = max(hi - 1, 0)
-    c = hi if abs(E4M3_POS[hi] - a) < abs(a - E4M3_POS[lo]) else lo
-    return c | (0x80 if x < 0 else 0)
+# Bit patterns (stdlib, encode_bits in casegen_common): finite random values in used rows, random bytes elsewhere
 
 
 def garbage_pool(rng, dtype, shape, strides, used_rows, std):
     """Bits of a pool: random bytes everywhere, then finite N(0, std) values in the used rows. A row is a
     tuple of leading indices (page, slot) for [NP, PS, H_kv, D] or (row,) for [N_kv, H, D]; it covers all
     heads and channels."""
-    n = storage(shape, strides)
+    n = storage_size(shape, strides)
     top = 1 << (8 * ELEM_BYTES[dtype])
     bits = [rng.randrange(top) for _ in range(n)]
     heads, D = shape[-2], shape[-1]
@@ -156,7 +80,7 @@ def garbage_pool(rng, dtype, shape, strides, used_rows, std):
         for h in range(heads):
             off = base + h * strides[-2]
             for d in range(D):
-                bits[off + d * strides[-1]] = encode(dtype, rng.gauss(0.0, std))
+                bits[off + d * strides[-1]] = encode_bits(dtype, rng.gauss(0.0, std))
     return {"kind": "bits", "bits": bits}
 
 
@@ -344,8 +268,8 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
     pool_shape = [NP * PS, H, D] if mha else [NP, PS, H_kv, D]
     pool_strides = {}
     for n in ("k", "v"):
-        pool_strides[n] = padded_strides(rng, pool_shape, d.kv_dtype) if d.pool_strided else None
-    pool_elems = sum(storage(pool_shape, pool_strides[n] or contiguous(pool_shape)) for n in ("k", "v"))
+        pool_strides[n] = random_padded_strides(rng, pool_shape, d.kv_dtype) if d.pool_strided else None
+    pool_elems = sum(storage_size(pool_shape, pool_strides[n] or contiguous(pool_shape)) for n in ("k", "v"))
     use_garbage = pool_elems <= min(garbage_case_max, garbage_left)
     garbage_used = pool_elems if use_garbage else 0
 
@@ -356,7 +280,7 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
         for q, _ in d.reqs:
             cu.append(cu[-1] + q)
         q_shape = [cu[-1], H, D]
-    qs = padded_strides(rng, q_shape, d.q_dtype) if d.q_strided and all(e > 0 for e in q_shape) else None
+    qs = random_padded_strides(rng, q_shape, d.q_dtype) if d.q_strided and all(e > 0 for e in q_shape) else None
     tensors["q"] = tensor(q_shape, d.q_dtype, normal(d.std), qs)
     names = ("k", "v") if mha else ("k_pages", "v_pages")
     for n, key in zip(names, ("k", "v")):
@@ -390,35 +314,10 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
             for n in ("rope_cos", "rope_sin"):
                 tensors[n] = tensor([P, d.R // 2], d.cdt, {"kind": "uniform", "low": -1.0, "high": 1.0})
         if d.sinks:
-            vals = []
-            for h in range(H):
-                v = round(rng.uniform(-2.0, 6.0), 3)
-                if d.sinks == "neginf" and rng.random() < 0.4:
-                    v = "-inf"
-                if d.sinks == "posinf" and rng.random() < 0.3:
-                    v = "inf"
-                vals.append(v)
-            if d.sinks == "posinf" and "inf" not in vals:
-                vals[rng.randrange(H)] = "inf"
-            if d.sinks == "neginf" and "-inf" not in vals:
-                vals[rng.randrange(H)] = "-inf"
-            tensors["sinks"] = tensor([H], "fp32", values(vals))
-        config["is_causal"] = d.causal
-        if d.wl != -1:
-            config["window_size_left"] = d.wl
-        if d.wr != -1:
-            config["window_size_right"] = d.wr
-        if d.sm_scale is not None:
-            config["sm_scale"] = d.sm_scale
-        if d.softcap:
-            config["softcap"] = d.softcap
-        if d.rope:
-            config["pos_encoding_mode"] = "rope"
-            config["rope_layout"] = d.rope
-            if d.R != D or rng.random() < 0.5:
-                config["rotary_dim"] = d.R
-        if d.out_dtype:
-            config["out_dtype"] = d.out_dtype
+            tensors["sinks"] = tensor([H], "fp32", values(random_sinks(rng, d.sinks, H)))
+        rotary_dim = bool(d.rope) and (d.R != D or rng.random() < 0.5)  # a full-width R is stated half the time
+        config.update(attention_config(d.causal, d.wl, d.wr, d.sm_scale, d.softcap, d.rope, d.R, rotary_dim,
+                                       d.out_dtype))
     if d.validate:
         config["validate_inputs"] = True
     tensors["o"] = tensor(q_shape, d.cdt, POISON, output=True)
@@ -964,15 +863,7 @@ def build_errors():
 
 
 def write(path, cases, extra=""):
-    names = [c["name"] for c in cases]
-    assert len(set(names)) == len(names), "duplicate case names"
-    lines = ",\n".join("  " + json.dumps(c, separators=(", ", ": "), allow_nan=False) for c in cases)
-    text = "{\n \"cases\": [\n" + lines + "\n ]\n}\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.normpath(path)}: {len(cases)} cases, {len(text)} bytes{extra}")
+    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
 
 
 def main():

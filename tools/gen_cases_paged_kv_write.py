@@ -23,6 +23,9 @@ import os
 import random
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import class_f_ok, contiguous, storage_size, tensor, weighted, write_cases_text  # noqa: E402
+
 SEED = 0x9A6ED
 MAX_CASE_ELEMENTS = 8 * 1024 * 1024
 
@@ -33,47 +36,6 @@ H_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 N_CHOICES = [0, 1, 2, 7, 31, 63, 64, 65, 100, 257, 1000, 4097]
 SKIPS = [0, 0.1, 0.5]
 SCALES = [0.25, 1.0, 2.5]
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
-
-
-def weighted(rng, choices):
-    total = sum(w for _, w in choices)
-    r = rng.uniform(0, total)
-    for v, w in choices:
-        r -= w
-        if r <= 0:
-            return v
-    return choices[-1][0]
-
-
-def contiguous(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def storage(shape, strides):
-    if any(e == 0 for e in shape):
-        return 0
-    return 1 + sum((e - 1) * s for e, s in zip(shape, strides))
-
-
-def class_f_ok(dtype, shape, strides, written):
-    eb = ELEM_BYTES[dtype]
-    if shape[-1] > 1 and strides[-1] != 1:
-        return False
-    for e, s in zip(shape[:-1], strides[:-1]):
-        if e == 1:
-            continue
-        if s == 0:
-            if written:
-                return False
-            continue
-        if (s * eb) % 16:
-            return False
-    return True
 
 
 def kv_strides(rng, H, D, broadcast=False):
@@ -132,32 +94,23 @@ def make_case(rng, idx, prefix, pair, D, PS, H, N, skip, *, strided_kv, strided_
                              (cdt, p_shape, kp_st, True), (cdt, p_shape, vp_st, True)):
         assert class_f_ok(dt, shape, st or contiguous(shape), w), (shape, st)
 
-    def t(shape, dtype, init, strides=None, output=False):
-        d = {"shape": shape, "dtype": dtype}
-        if strides is not None:
-            d["strides"] = strides
-        d["init"] = init
-        if output:
-            d["output"] = True
-        return d
-
     tensors = {
-        "k": t(k_shape, kdt, kv_init(rng, e4m3, specials_p), k_st),
-        "v": t(k_shape, kdt, kv_init(rng, e4m3, specials_p), v_st),
-        "k_pages": t(p_shape, cdt, {"kind": "bytes"}, kp_st, True),
-        "v_pages": t(p_shape, cdt, {"kind": "bytes"}, vp_st, True),
-        "slot_mapping": t([N], "int64", {"kind": "slots", "capacity": NP * PS, "skip": skip}),
+        "k": tensor(k_shape, kdt, kv_init(rng, e4m3, specials_p), k_st),
+        "v": tensor(k_shape, kdt, kv_init(rng, e4m3, specials_p), v_st),
+        "k_pages": tensor(p_shape, cdt, {"kind": "bytes"}, kp_st, True),
+        "v_pages": tensor(p_shape, cdt, {"kind": "bytes"}, vp_st, True),
+        "slot_mapping": tensor([N], "int64", {"kind": "slots", "capacity": NP * PS, "skip": skip}),
     }
     if e4m3:
         ks, vs = rng.choice(SCALES), rng.choice(SCALES)
-        tensors["k_scale"] = t([1], "fp32", {"kind": "values", "values": [ks]})
-        tensors["v_scale"] = t([1], "fp32", {"kind": "values", "values": [vs]})
+        tensors["k_scale"] = tensor([1], "fp32", {"kind": "values", "values": [ks]})
+        tensors["v_scale"] = tensor([1], "fp32", {"kind": "values", "values": [vs]})
         tags.append(f"s{ks:g},{vs:g}")
     if any("specials" in tensors[n]["init"] for n in ("k", "v")):
         tags.append("specials")
     if validate:
         tags.append("validate")
-    elements = sum(storage(x["shape"], x.get("strides") or contiguous(x["shape"]))
+    elements = sum(storage_size(x["shape"], x.get("strides") or contiguous(x["shape"]))
                    for n, x in tensors.items() if n in ("k", "v", "k_pages", "v_pages"))
     assert elements <= MAX_CASE_ELEMENTS, elements
     name = f"{prefix}/{kdt}-{cdt}/d{D}/ps{PS}/h{H}/n{N}/skip{skip:g}" + "".join("/" + x for x in tags) + f"/#{idx}"
@@ -263,12 +216,7 @@ def dumps(obj, indent=0):
 
 
 def write(path, cases):
-    names = [c["name"] for c in cases]
-    assert len(set(names)) == len(names)
-    text = dumps({"cases": cases}) + "\n"
-    json.loads(text)
-    with open(path, "w") as f:
-        f.write(text)
+    write_cases_text(path, cases, dumps({"cases": cases}) + "\n", announce=False)
 
 
 def summary(cases):

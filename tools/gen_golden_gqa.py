@@ -30,95 +30,29 @@ with the "lse" rule. Outputs are poisoned.
 Usage: /usr/bin/python3 tools/gen_golden_gqa.py [--out-dir DIR] [--self-test-only]
 """
 import argparse
-import json
 import math
 import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import (TOL, attention_config, contiguous, dumps_indented, storage_size,  # noqa: E402
+                            write_cases_text)
+from casegen_numeric import (E4M3, bf16_bits_from_finite_f32, bf16_from_bits, e4m3_bits_nearest,  # noqa: E402
+                             fp16_from_bits, from_bits, rope_rotate, round_out, storage_index, to_bits,
+                             values_spec)
+
 SEED = 20240722
-TOL = {"fp16": 5e-3, "bf16": 1e-2, "e4m3": 5e-2}
 
 # ----------------------------------------------------------------------------------------------------
-# Number formats
-
-
-def bf16_bits_from_f32(x):
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    assert np.all(np.isfinite(np.asarray(x, dtype=np.float32)))
-    return (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
-
-
-def bf16_from_bits(bits):
-    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def fp16_bits_from_f32(x):
-    return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
-
-
-def fp16_from_bits(bits):
-    return np.asarray(bits, dtype=np.uint16).view(np.float16).astype(np.float64)
-
-
-def _e4m3_table():
-    t = np.zeros(256, dtype=np.float64)
-    for c in range(256):
-        sign = -1.0 if c & 0x80 else 1.0
-        e, m = (c >> 3) & 0xF, c & 0x7
-        if e == 0xF and m == 0x7:
-            t[c] = np.nan
-        elif e == 0:
-            t[c] = sign * m * 2.0 ** -9
-        else:
-            t[c] = sign * (1.0 + m / 8.0) * 2.0 ** (e - 7)
-    return t
-
-
-E4M3 = _e4m3_table()
-E4M3_POS = E4M3[:0x7F]  # codes 0x00..0x7E: 0 .. 448, increasing
-
-
-def e4m3_from_bits(bits):
-    return E4M3[np.asarray(bits, dtype=np.uint8)]
-
-
-def e4m3_bits_nearest(x):
-    """Nearest finite code (saturating at 448); ties go to the lower magnitude (inputs only)."""
-    x = np.asarray(x, dtype=np.float64)
-    a = np.minimum(np.abs(x), 448.0)
-    hi = np.clip(np.searchsorted(E4M3_POS, a), 0, 0x7E)
-    lo = np.clip(hi - 1, 0, 0x7E)
-    pick = np.where(np.abs(E4M3_POS[hi] - a) < np.abs(a - E4M3_POS[lo]), hi, lo)
-    return (pick | np.where(x < 0, 0x80, 0)).astype(np.uint8)
-
-
-def to_bits(dtype, x):
-    """Random float64 values -> storage bits of `dtype` (numpy uint array)."""
-    if dtype == "fp16":
-        return fp16_bits_from_f32(x)
-    if dtype == "bf16":
-        return bf16_bits_from_f32(x)
-    if dtype == "e4m3":
-        return e4m3_bits_nearest(x)
-    raise ValueError(dtype)
-
-
-def from_bits(dtype, bits):
-    return {"fp16": fp16_from_bits, "bf16": bf16_from_bits, "e4m3": e4m3_from_bits}[dtype](bits)
-
-
-def round_out(dtype, x64):
-    """The reference's single store: float64 -> fp32 (RNE) -> fp16 / bf16 (RNE). Returns bits."""
-    f32 = np.asarray(x64, dtype=np.float64).astype(np.float32)
-    return fp16_bits_from_f32(f32) if dtype == "fp16" else bf16_bits_from_f32(f32)
+# Number formats (the conversions themselves are in tools/casegen_numeric.py)
 
 
 def self_test():
     # bf16 RNE: ties to even, carries into the exponent
     f = np.array([1.0, 1.00390625, 1.01171875, 1.0 + 2 ** -8 + 2 ** -20, -3.0, 65504.0, 3.3895314e38], np.float32)
-    got = bf16_from_bits(bf16_bits_from_f32(f))
+    got = bf16_from_bits(bf16_bits_from_finite_f32(f))
     want = np.array([1.0, 1.0, 1.015625, 1.0078125, -3.0, 65536.0, 3.3895314e38], np.float64)
     assert np.allclose(got, want, rtol=0, atol=0) or np.all(got == want.astype(np.float32)), got
     # e4m3 table: extremes and a round trip
@@ -136,30 +70,11 @@ def self_test():
 # Tensors
 
 
-def contiguous(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def storage_size(shape, strides):
-    if any(e == 0 for e in shape):
-        return 0
-    return 1 + sum((e - 1) * s for e, s in zip(shape, strides))
-
-
 def gather(flat, shape, strides):
     """Logical view (a copy) of a flat storage array through strides."""
     if any(e == 0 for e in shape):
         return np.zeros(shape, dtype=flat.dtype)
-    idx = np.zeros(shape, dtype=np.int64)
-    for d, (e, s) in enumerate(zip(shape, strides)):
-        sh = [1] * len(shape)
-        sh[d] = e
-        idx = idx + (np.arange(e, dtype=np.int64) * s).reshape(sh)
-    return flat[idx]
+    return flat[storage_index(shape, strides)]
 
 
 class Tensor:
@@ -184,30 +99,8 @@ class Tensor:
         return s
 
 
-def values_spec(dtype, shape, values):
-    out = []
-    for x in values:
-        x = float(x)
-        out.append("inf" if x == math.inf else "-inf" if x == -math.inf else x)
-    return {"shape": list(shape), "dtype": dtype, "init": {"kind": "values", "values": out}}
-
-
 # ----------------------------------------------------------------------------------------------------
 # The independent reference
-
-
-def rope_rotate(x, cos, sin, layout, R):
-    """x [n, D], cos/sin [n, R/2] (rows already at each vector's position) -> rotated copy."""
-    y = x.copy()
-    if layout == "neox":
-        a, b = x[:, : R // 2], x[:, R // 2: R]
-        y[:, : R // 2] = a * cos - b * sin
-        y[:, R // 2: R] = b * cos + a * sin
-    else:
-        a, b = x[:, 0:R:2], x[:, 1:R:2]
-        y[:, 0:R:2] = a * cos - b * sin
-        y[:, 1:R:2] = b * cos + a * sin
-    return y
 
 
 def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink):
@@ -340,24 +233,7 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
     tensors["o"] = {"shape": q_shape, "dtype": cdt, "init": poison, "output": True}
     if with_lse:
         tensors["lse"] = {"shape": lse_shape, "dtype": "fp32", "init": poison, "output": True}
-    config = {"is_causal": causal}
-    if wl != -1:
-        config["window_size_left"] = wl
-    if wr != -1:
-        config["window_size_right"] = wr
-    if sm_scale is not None:
-        config["sm_scale"] = sm_scale
-    if softcap:
-        config["softcap"] = softcap
-    if rope:
-        config["pos_encoding_mode"] = "rope"
-        config["rope_layout"] = rope
-        if explicit_rotary_dim:
-            config["rotary_dim"] = R
-    if out_dtype:
-        config["out_dtype"] = out_dtype
-    if validate:
-        config["validate_inputs"] = True
+    config = attention_config(causal, wl, wr, sm_scale, softcap, rope, R, explicit_rotary_dim, out_dtype, validate)
     if extra_config:
         config.update(extra_config)
     golden = {"o": {"bits": [int(x) for x in round_out(cdt, o64.reshape(-1))]}}
@@ -463,30 +339,9 @@ def varlen_cases(rng):
 # JSON output: structure indented, number lists on one line
 
 
-def dumps(obj, indent=0):
-    pad, pad1 = " " * indent, " " * (indent + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{pad1}{json.dumps(k)}: {dumps(v, indent + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list):
-        if all(not isinstance(x, (dict, list)) for x in obj):
-            return json.dumps(obj, separators=(",", ":"), allow_nan=False)
-        items = [f"{pad1}{dumps(x, indent + 1)}" for x in obj]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return json.dumps(obj, allow_nan=False)
-
-
 def write(path, cases):
-    names = [c["name"] for c, _ in cases]
-    assert len(set(names)) == len(names)
-    text = dumps({"cases": [c for c, _ in cases]}) + "\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.normpath(path)}: {len(cases)} cases, {len(text)} bytes")
+    plain = [c for c, _ in cases]
+    write_cases_text(path, plain, dumps_indented({"cases": plain}) + "\n")
     for c, n_empty in cases:
         print(f"  {c['name']}: {n_empty} empty or +inf lse rows")
 

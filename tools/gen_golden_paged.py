@@ -40,101 +40,29 @@ checks the kernel against the reference on a GPU). Outputs are poisoned.
 Usage: /usr/bin/python3 tools/gen_golden_paged.py [--out-dir DIR] [--self-test-only]
 """
 import argparse
-import json
 import math
 import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import (ELEM_BYTES, TOL, attention_config, contiguous, dumps_indented,  # noqa: E402
+                            storage_size, write_cases_text)
+from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+                             e4m3_bits_nearest, fp16_from_bits, from_bits, rope_rotate, round_out, storage_index,
+                             to_bits, values_spec)
+
 SEED = 20240905
-TOL = {"fp16": 5e-3, "bf16": 1e-2, "e4m3": 5e-2}
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
 BAD_PAGES = [999999, -1, -123456, 2 ** 31 - 1]  # never valid; NP itself is added per case
 
 # ----------------------------------------------------------------------------------------------------
-# Number formats
-
-
-def bf16_bits_from_f32(x):
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    assert np.all(np.isfinite(np.asarray(x, dtype=np.float32)))
-    return (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
-
-
-def bf16_from_bits(bits):
-    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def fp16_bits_from_f32(x):
-    return np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
-
-
-def fp16_from_bits(bits):
-    return np.asarray(bits, dtype=np.uint16).view(np.float16).astype(np.float64)
-
-
-def _e4m3_table():
-    t = np.zeros(256, dtype=np.float64)
-    for c in range(256):
-        sign = -1.0 if c & 0x80 else 1.0
-        e, m = (c >> 3) & 0xF, c & 0x7
-        if e == 0xF and m == 0x7:
-            t[c] = np.nan
-        elif e == 0:
-            t[c] = sign * m * 2.0 ** -9
-        else:
-            t[c] = sign * (1.0 + m / 8.0) * 2.0 ** (e - 7)
-    return t
-
-
-E4M3 = _e4m3_table()
-E4M3_POS = E4M3[:0x7F]  # codes 0x00..0x7E: 0 .. 448, increasing
-
-
-def e4m3_from_bits(bits):
-    return E4M3[np.asarray(bits, dtype=np.uint8)]
-
-
-def e4m3_bits_nearest(x):
-    """Nearest finite code (saturating at 448); ties go to the lower magnitude (inputs only)."""
-    x = np.asarray(x, dtype=np.float64)
-    a = np.minimum(np.abs(x), 448.0)
-    hi = np.clip(np.searchsorted(E4M3_POS, a), 0, 0x7E)
-    lo = np.clip(hi - 1, 0, 0x7E)
-    pick = np.where(np.abs(E4M3_POS[hi] - a) < np.abs(a - E4M3_POS[lo]), hi, lo)
-    return (pick | np.where(x < 0, 0x80, 0)).astype(np.uint8)
-
-
-def to_bits(dtype, x):
-    """Finite float64 values -> storage bits of `dtype` (numpy uint array)."""
-    if dtype == "fp16":
-        return fp16_bits_from_f32(x)
-    if dtype == "bf16":
-        return bf16_bits_from_f32(x)
-    if dtype == "e4m3":
-        return e4m3_bits_nearest(x)
-    raise ValueError(dtype)
-
-
-def from_bits(dtype, bits):
-    with np.errstate(all="ignore"):
-        return {"fp16": fp16_from_bits, "bf16": bf16_from_bits, "e4m3": e4m3_from_bits}[dtype](bits)
-
-
-def bits_dtype(dtype):
-    return np.uint8 if dtype == "e4m3" else np.uint16
-
-
-def round_out(dtype, x64):
-    """The reference's single store: float64 -> fp32 (RNE) -> fp16 / bf16 (RNE). Returns bits."""
-    f32 = np.asarray(x64, dtype=np.float64).astype(np.float32)
-    return fp16_bits_from_f32(f32) if dtype == "fp16" else bf16_bits_from_f32(f32)
+# Number formats (the conversions themselves are in tools/casegen_numeric.py)
 
 
 def self_test():
     f = np.array([1.0, 1.00390625, 1.01171875, 1.0 + 2 ** -8 + 2 ** -20, -3.0, 65504.0], np.float32)
-    got = bf16_from_bits(bf16_bits_from_f32(f))
+    got = bf16_from_bits(bf16_bits_from_finite_f32(f))
     want = np.array([1.0, 1.0, 1.015625, 1.0078125, -3.0, 65536.0], np.float64)
     assert np.all(got == want), got
     assert E4M3[0x7E] == 448.0 and E4M3[0x08] == 2.0 ** -6 and E4M3[0x01] == 2.0 ** -9 and E4M3[0xFE] == -448.0
@@ -161,30 +89,6 @@ def self_test():
 # Tensors
 
 
-def contiguous(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def storage_size(shape, strides):
-    if any(e == 0 for e in shape):
-        return 0
-    return 1 + sum((e - 1) * s for e, s in zip(shape, strides))
-
-
-def flat_index(shape, strides):
-    """Storage index of every logical element (an int64 array of `shape`)."""
-    idx = np.zeros(shape, dtype=np.int64)
-    for d, (e, s) in enumerate(zip(shape, strides)):
-        sh = [1] * len(shape)
-        sh[d] = e
-        idx = idx + (np.arange(e, dtype=np.int64) * s).reshape(sh)
-    return idx
-
-
 class Tensor:
     """A float tensor given by the bits of its whole storage; `val` is the decoded logical view."""
 
@@ -193,7 +97,7 @@ class Tensor:
         self.strides = list(strides) if strides is not None else contiguous(shape)
         self.explicit_strides = strides is not None
         n = storage_size(self.shape, self.strides)
-        self.bits = np.zeros(n, bits_dtype(dtype)) if bits is None else np.asarray(bits, bits_dtype(dtype))
+        self.bits = np.zeros(n, STORAGE_DTYPE[dtype]) if bits is None else np.asarray(bits, STORAGE_DTYPE[dtype])
         assert self.bits.size == n
 
     @staticmethod
@@ -211,19 +115,19 @@ class Tensor:
         """Random bytes everywhere (NaN / inf / huge patterns included)."""
         t = Tensor(dtype, shape, strides)
         n = t.bits.size
-        t.bits = rng.integers(0, 256 ** ELEM_BYTES[dtype], size=n, dtype=np.int64).astype(bits_dtype(dtype))
+        t.bits = rng.integers(0, 256 ** ELEM_BYTES[dtype], size=n, dtype=np.int64).astype(STORAGE_DTYPE[dtype])
         return t
 
     def set_logical(self, index_tuple, values):
         """Overwrites the logical elements selected by numpy `index_tuple` with encoded finite values."""
-        idx = flat_index(self.shape, self.strides)[index_tuple]
+        idx = storage_index(self.shape, self.strides)[index_tuple]
         self.bits[idx.reshape(-1)] = to_bits(self.dtype, np.asarray(values, np.float64).reshape(-1))
 
     @property
     def val(self):
         if any(e == 0 for e in self.shape):
             return np.zeros(self.shape)
-        return from_bits(self.dtype, self.bits)[flat_index(self.shape, self.strides)]
+        return from_bits(self.dtype, self.bits)[storage_index(self.shape, self.strides)]
 
     def spec(self):
         s = {"shape": self.shape, "dtype": self.dtype}
@@ -231,21 +135,6 @@ class Tensor:
             s["strides"] = self.strides
         s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
         return s
-
-
-def fmt_value(x):
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    x = float(x)
-    return "inf" if x == math.inf else "-inf" if x == -math.inf else x
-
-
-def values_spec(dtype, shape, values, strides=None):
-    s = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        s["strides"] = list(strides)
-    s["init"] = {"kind": "values", "values": [fmt_value(x) for x in values]}
-    return s
 
 
 def padded_strides(shape, dtype, pads):
@@ -261,20 +150,6 @@ def padded_strides(shape, dtype, pads):
 
 # ----------------------------------------------------------------------------------------------------
 # The independent reference
-
-
-def rope_rotate(x, cos, sin, layout, R):
-    """x [n, D], cos/sin [n, R/2] (rows already at each vector's position) -> rotated copy."""
-    y = x.copy()
-    if layout == "neox":
-        a, b = x[:, : R // 2], x[:, R // 2: R]
-        y[:, : R // 2] = a * cos - b * sin
-        y[:, R // 2: R] = b * cos + a * sin
-    else:
-        a, b = x[:, 0:R:2], x[:, 1:R:2]
-        y[:, 0:R:2] = a * cos - b * sin
-        y[:, 1:R:2] = b * cos + a * sin
-    return y
 
 
 def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0):
@@ -464,24 +339,7 @@ def gqa_paged_case(rng, name, seed, *, q_dtype, kv_dtype, H, H_kv, D, PS, reqs, 
     assert np.all(np.isfinite(o64))
     tensors["o"] = {"shape": q_shape, "dtype": cdt, "init": {"kind": "poison"}, "output": True}
 
-    config = {"is_causal": causal}
-    if wl != -1:
-        config["window_size_left"] = wl
-    if wr != -1:
-        config["window_size_right"] = wr
-    if sm_scale is not None:
-        config["sm_scale"] = sm_scale
-    if softcap:
-        config["softcap"] = softcap
-    if rope:
-        config["pos_encoding_mode"] = "rope"
-        config["rope_layout"] = rope
-        if explicit_rotary_dim:
-            config["rotary_dim"] = R
-    if out_dtype:
-        config["out_dtype"] = out_dtype
-    if validate:
-        config["validate_inputs"] = True
+    config = attention_config(causal, wl, wr, sm_scale, softcap, rope, R, explicit_rotary_dim, out_dtype, validate)
     tol = TOL["e4m3"] if fp8_path else TOL[cdt]
     case = {"name": name, "op": "gqa_paged_fwd", "config": config, "seed": seed, "tensors": tensors,
             "compare": {"o": {"mode": "rel_l2", "tol": tol}},
@@ -619,30 +477,9 @@ def mha_cases(rng):
 # JSON output: structure indented, number lists on one line
 
 
-def dumps(obj, indent=0):
-    pad, pad1 = " " * indent, " " * (indent + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{pad1}{json.dumps(k)}: {dumps(v, indent + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list):
-        if all(not isinstance(x, (dict, list)) for x in obj):
-            return json.dumps(obj, separators=(",", ":"), allow_nan=False)
-        items = [f"{pad1}{dumps(x, indent + 1)}" for x in obj]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return json.dumps(obj, allow_nan=False)
-
-
 def write(path, cases):
-    names = [c["name"] for c, _ in cases]
-    assert len(set(names)) == len(names)
-    text = dumps({"cases": [c for c, _ in cases]}) + "\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.normpath(path)}: {len(cases)} cases, {len(text)} bytes")
+    plain = [c for c, _ in cases]
+    write_cases_text(path, plain, dumps_indented({"cases": plain}) + "\n")
     for c, n_zero in cases:
         print(f"  {c['name']}: {n_zero} rows the contract makes zero")
 

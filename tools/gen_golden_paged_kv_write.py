@@ -26,14 +26,19 @@ values (saturation, +-inf, NaN, subnormals, flush to zero, exact ties) under sca
 Usage: /usr/bin/python3 tools/gen_golden_paged_kv_write.py [--out PATH] [--self-test-only] [--negative-nan]
 """
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import (class_f_ok, contiguous, dumps_indented, storage_size, tensor,  # noqa: E402
+                            write_cases_text)
+from casegen_numeric import (E4M3_POS, STORAGE_DTYPE, bf16_bits_from_f32, bf16_bits_to_f32,  # noqa: E402
+                             e4m3_bits_satfinite, e4m3_from_bits, f32_bits, f32_from_bits, fp16_bits_from_f32,
+                             fp16_bits_to_f32)
+
 SEED = 20240219
-E4M3_MAX = 448.0
 
 # The sign of the NaN byte produced from a NaN input. SPEC.md §1.8 says the store "equals CUDA
 # __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)"; on an H200 (sm_90a) that conversion, and the
@@ -48,92 +53,19 @@ NAN_KEEPS_SIGN = False
 
 
 # ----------------------------------------------------------------------------------------------------
-# 16-bit formats
+# 16-bit formats (fp32 <-> fp16 / bf16 bits, float32 values: tools/casegen_numeric.py)
 
-def f32_bits(x):
-    return np.ascontiguousarray(np.asarray(x, dtype=np.float32)).view(np.uint32)
-
-
-def f32_from_bits(b):
-    return np.ascontiguousarray(np.asarray(b, dtype=np.uint32)).view(np.float32)
-
-
-def f32_to_bf16_bits(x):
-    """fp32 -> bf16 bits, round to nearest even; NaN kept (quieted, sign kept)."""
-    x = np.asarray(x, dtype=np.float32)
-    b = f32_bits(x).astype(np.uint64)
-    rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
-    nan = (b >> 16 | 0x40) & 0xFFFF
-    return np.where(np.isnan(x), nan, rounded).astype(np.uint16)
-
-
-def bf16_bits_to_f32(h):
-    return f32_from_bits(np.asarray(h, dtype=np.uint32) << 16)
-
-
-def f32_to_fp16_bits(x):
-    # numpy's float32 -> float16 conversion rounds to nearest even and keeps inf/NaN.
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.ascontiguousarray(np.asarray(x, dtype=np.float32).astype(np.float16)).view(np.uint16)
-
-
-def fp16_bits_to_f32(h):
-    return np.ascontiguousarray(np.asarray(h, dtype=np.uint16)).view(np.float16).astype(np.float32)
-
-
-TO_BITS = {"fp16": f32_to_fp16_bits, "bf16": f32_to_bf16_bits}
+TO_BITS = {"fp16": fp16_bits_from_f32, "bf16": bf16_bits_from_f32}
 FROM_BITS = {"fp16": fp16_bits_to_f32, "bf16": bf16_bits_to_f32}
-STORAGE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "e4m3": np.uint8}
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "e4m3": 1}
 
 
 # ----------------------------------------------------------------------------------------------------
 # e4m3
 
-def e4m3_decode_code(c):
-    """Exact value of a non-negative-sign code 0x00..0x7E (python float)."""
-    e, m = (c >> 3) & 0xF, c & 7
-    if e == 0:
-        return m * 2.0 ** -9
-    return (1.0 + m / 8.0) * 2.0 ** (e - 7)
-
-
-E4M3_TABLE = np.array([e4m3_decode_code(c) for c in range(0x7F)], dtype=np.float64)  # codes 0..0x7E
-assert E4M3_TABLE[-1] == 448.0 and np.all(np.diff(E4M3_TABLE) > 0)
-
-
-def e4m3_decode(codes):
-    codes = np.asarray(codes, dtype=np.uint8)
-    mag = codes & 0x7F
-    out = E4M3_TABLE[np.minimum(mag, 0x7E)].copy()
-    out[mag == 0x7F] = np.nan
-    return np.where(codes & 0x80, -out, out)
-
-
 def f32_to_e4m3(x):
-    """Saturating RNE fp32 -> e4m3 (SPEC.md §1.8) by nearest-table search."""
-    x = np.asarray(x, dtype=np.float32)
-    sign = ((f32_bits(x) >> 24) & 0x80).astype(np.uint8)
-    with np.errstate(invalid="ignore"):
-        a = np.abs(x.astype(np.float64))  # exact
-    out = np.zeros(x.shape, dtype=np.uint8)
-    nan = np.isnan(x)
-    big = ~nan & (a > E4M3_MAX)  # includes +-inf
-    mid = ~nan & ~big
-    am = a[mid]
-    hi = np.searchsorted(E4M3_TABLE, am, side="left")  # TABLE[hi-1] < am <= TABLE[hi]
-    lo = np.maximum(hi - 1, 0)
-    # All differences below are exact in float64 for float32 inputs >= 2^-10 (span < 2^53); for
-    # smaller inputs the choice (zero) is clear-cut, so the comparisons are exact decisions.
-    d_lo = am - E4M3_TABLE[lo]
-    d_hi = E4M3_TABLE[hi] - am
-    take_hi = (hi == 0) | (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
-    out[mid] = np.where(take_hi, hi, lo).astype(np.uint8)
-    out[big] = 0x7E
-    out[nan] = 0x7F
-    if NAN_KEEPS_SIGN:
-        return out | sign
-    return np.where(nan, out, out | sign).astype(np.uint8)
+    """Saturating RNE fp32 -> e4m3 (SPEC.md §1.8): casegen_numeric.e4m3_bits_satfinite with this file's
+    NaN sign rule (NAN_KEEPS_SIGN). Decoding: casegen_numeric.e4m3_from_bits, table E4M3_POS."""
+    return e4m3_bits_satfinite(x, nan_keeps_sign=NAN_KEEPS_SIGN)
 
 
 def f32_to_e4m3_formula(x):
@@ -232,14 +164,14 @@ def self_test(verbose=True):
     assert list(neg_nan) == ([0xFF, 0xFF, 0x7F] if NAN_KEEPS_SIGN else [0x7F, 0x7F, 0x7F]), neg_nan
     # Decoding round trip: every finite code maps to itself.
     codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], dtype=np.uint8)
-    assert np.array_equal(f32_to_e4m3(e4m3_decode(codes).astype(np.float32)), codes)
+    assert np.array_equal(f32_to_e4m3(e4m3_from_bits(codes).astype(np.float32)), codes)
     # bf16 rounding checks.
-    assert f32_to_bf16_bits(np.float32(1.0))[()] == 0x3F80
-    assert f32_to_bf16_bits(f32_from_bits(np.uint32(0x3F808000)))[()] == 0x3F80  # tie -> even
-    assert f32_to_bf16_bits(f32_from_bits(np.uint32(0x3F818000)))[()] == 0x3F82  # tie -> even (up)
-    assert f32_to_bf16_bits(f32_from_bits(np.uint32(0x3F808001)))[()] == 0x3F81
-    assert f32_to_bf16_bits(f32_from_bits(np.uint32(0x7F7FFFFF)))[()] == 0x7F80  # overflow -> inf
-    assert f32_to_bf16_bits(f32_from_bits(np.uint32(0x7F800001)))[()] & 0x7FC0 == 0x7FC0  # NaN kept
+    assert bf16_bits_from_f32(np.float32(1.0))[()] == 0x3F80
+    assert bf16_bits_from_f32(f32_from_bits(np.uint32(0x3F808000)))[()] == 0x3F80  # tie -> even
+    assert bf16_bits_from_f32(f32_from_bits(np.uint32(0x3F818000)))[()] == 0x3F82  # tie -> even (up)
+    assert bf16_bits_from_f32(f32_from_bits(np.uint32(0x3F808001)))[()] == 0x3F81
+    assert bf16_bits_from_f32(f32_from_bits(np.uint32(0x7F7FFFFF)))[()] == 0x7F80  # overflow -> inf
+    assert bf16_bits_from_f32(f32_from_bits(np.uint32(0x7F800001)))[()] & 0x7FC0 == 0x7FC0  # NaN kept
     # Cross-check the two e4m3 encoders on every fp16 and bf16 input under every scale used here.
     all16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
     rng = np.random.default_rng(7)
@@ -262,30 +194,10 @@ def self_test(verbose=True):
 # ----------------------------------------------------------------------------------------------------
 # Tensors and cases
 
-def contiguous_strides(shape):
-    st, acc = [], 1
-    for e in reversed(shape):
-        st.append(acc)
-        acc *= e
-    return list(reversed(st))
-
-
-def storage_elements(shape, strides):
-    if any(e == 0 for e in shape):
-        return 0
-    return 1 + sum((e - 1) * s for e, s in zip(shape, strides))
-
-
 def check_class_f(name, dtype, shape, strides, written):
     """Class F/W (SPEC.md §1.2): innermost stride 1, other strides multiples of 16 bytes (extent-1
     axes exempt), zero strides only on read-only tensors."""
-    eb = ELEM_BYTES[dtype]
-    assert shape[-1] <= 1 or strides[-1] == 1, name
-    for e, s in zip(shape[:-1], strides[:-1]):
-        if e == 1:
-            continue
-        assert not (written and s == 0), name
-        assert (s * eb) % 16 == 0, (name, shape, strides)
+    assert class_f_ok(dtype, shape, strides, written), (name, shape, strides)
 
 
 def flat_index(strides, idx):
@@ -296,18 +208,12 @@ class Tensor:
     def __init__(self, name, dtype, shape, strides=None, output=False):
         self.name, self.dtype, self.shape = name, dtype, list(shape)
         self.contiguous = strides is None
-        self.strides = contiguous_strides(self.shape) if strides is None else list(strides)
+        self.strides = contiguous(self.shape) if strides is None else list(strides)
         self.output = output
-        self.size = storage_elements(self.shape, self.strides)
+        self.size = storage_size(self.shape, self.strides)
 
     def spec(self, init):
-        d = {"shape": self.shape, "dtype": self.dtype}
-        if not self.contiguous:
-            d["strides"] = self.strides
-        d["init"] = init
-        if self.output:
-            d["output"] = True
-        return d
+        return tensor(self.shape, self.dtype, init, None if self.contiguous else self.strides, self.output)
 
 
 def bits_init(arr):
@@ -377,9 +283,9 @@ class Coverage:
             q = np.asarray(x16_f32, dtype=np.float32) / np.float32(scale)
         a = np.abs(q.astype(np.float64))
         fin = np.isfinite(q)
-        hi = np.searchsorted(E4M3_TABLE, np.where(fin & (a <= 448), a, 0.0), side="left")
+        hi = np.searchsorted(E4M3_POS, np.where(fin & (a <= 448), a, 0.0), side="left")
         lo = np.maximum(hi - 1, 0)
-        tie = fin & (a <= 448) & (hi > 0) & (E4M3_TABLE[hi] - a == a - E4M3_TABLE[lo]) & (E4M3_TABLE[hi] != a)
+        tie = fin & (a <= 448) & (hi > 0) & (E4M3_POS[hi] - a == a - E4M3_POS[lo]) & (E4M3_POS[hi] != a)
         cats = {
             "saturate(|x/s|>448 finite)": fin & (a > 448),
             "+inf": np.isposinf(q),
@@ -473,7 +379,7 @@ def build_case(name, kdt, cdt, N, H, D, NP, PS, slots, rng, *, k_strides=None, v
         tensors["k"] = k.spec(bits_init(ks))
         tensors["v"] = v.spec(bits_init(vs))
     if values_init:
-        dec = (lambda a: e4m3_decode(a)) if e4m3 else (lambda a: FROM_BITS[cdt](a))
+        dec = (lambda a: e4m3_from_bits(a)) if e4m3 else (lambda a: FROM_BITS[cdt](a))
         for arr in (kps, vps, exp_k, exp_v):
             vals = dec(arr)
             assert np.all(np.isfinite(vals)) and not np.any((vals == 0) & np.signbit(vals)), name
@@ -593,15 +499,15 @@ def build_cases(negative_nan=False):
     # --- "values" inits (dyadic values, exact in every format involved) ---
     kv = np.array([(i % 17 - 8) * 0.375 for i in range(3 * 16)], dtype=np.float32)
     add("pkw-golden/fp16-fp16/d16/ps2/h1/n3/values-init", "fp16", "fp16", 3, 1, 16, 3, 2, [4, -1, 1],
-        k_bits=f32_to_fp16_bits(kv), v_bits=f32_to_fp16_bits(-kv * 2 + 0.0), poison=0xC7, values_init=True)
+        k_bits=fp16_bits_from_f32(kv), v_bits=fp16_bits_from_f32(-kv * 2 + 0.0), poison=0xC7, values_init=True)
     big = np.array([1000.0, -1000.0, 448.0, -464.0, 0.5, -0.25, 0.001953125, 3.0, 0.375, -96.0, 1.0625, 2.5,
                     12.0, -13.0, 0.0, 7.0] * 2, dtype=np.float32)
     add("pkw-golden/bf16-e4m3/d16/ps4/h1/n2/values-init", "bf16", "e4m3", 2, 1, 16, 1, 4, [3, 0],
-        k_scale=2.0, v_scale=0.5, k_bits=f32_to_bf16_bits(big), v_bits=f32_to_bf16_bits(big[::-1] * 0.5),
+        k_scale=2.0, v_scale=0.5, k_bits=bf16_bits_from_f32(big), v_bits=bf16_bits_from_f32(big[::-1] * 0.5),
         poison=0xB0, values_init=True)  # 0xB0 = e4m3 -0.5
     add("pkw-golden/fp16-e4m3/d16/ps1/h3/n2/values-init", "fp16", "e4m3", 2, 3, 16, 3, 1, [2, 0],
-        k_scale=1.0, v_scale=0.25, k_bits=f32_to_fp16_bits(np.tile(big, 3)),
-        v_bits=f32_to_fp16_bits(np.tile(big[::-1], 3)), poison=0x30, values_init=True)  # 0x30 = 0.5
+        k_scale=1.0, v_scale=0.25, k_bits=fp16_bits_from_f32(np.tile(big, 3)),
+        v_bits=fp16_bits_from_f32(np.tile(big[::-1], 3)), poison=0x30, values_init=True)  # 0x30 = 0.5
     if negative_nan:
         # Pins a negative NaN input (fp16 0xFE00 / 0xFC01, bf16 0xFFC0) to the canonical 0x7F.
         add("pkw-golden/fp16-e4m3/d16/ps1/h1/n1/negative-nan", "fp16", "e4m3", 1, 1, 16, 2, 1, [1],
@@ -611,24 +517,6 @@ def build_cases(negative_nan=False):
             k_scale=3.0, v_scale=1.0, k_bits=np.array([0xFFC0, 0xFF81, 0x7FC0, 0xFFFF] * 4, np.uint16),
             v_bits=np.array([0xFFC0, 0x3F80] * 8, np.uint16), poison=0xA5)
     return cases, cov
-
-
-# ----------------------------------------------------------------------------------------------------
-# JSON output: structure indented, number lists on one line
-
-def dumps(obj, indent=0):
-    pad, pad1 = " " * indent, " " * (indent + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{pad1}{json.dumps(k)}: {dumps(v, indent + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list):
-        if all(not isinstance(x, (dict, list)) for x in obj):
-            return json.dumps(obj, separators=(",", ":"), allow_nan=False)
-        items = [f"{pad1}{dumps(x, indent + 1)}" for x in obj]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return json.dumps(obj, allow_nan=False)
 
 
 def main():
@@ -644,14 +532,7 @@ def main():
     if args.self_test_only:
         return 0
     cases, cov = build_cases(args.negative_nan)
-    names = [c["name"] for c in cases]
-    assert len(set(names)) == len(names)
-    text = dumps({"cases": cases}) + "\n"
-    json.loads(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.normpath(args.out)}: {len(cases)} cases, {len(text)} bytes")
+    write_cases_text(args.out, cases, dumps_indented({"cases": cases}) + "\n")
     for c in cases:
         sizes = {n: (len(t["init"].get("bits", t["init"].get("values", [])))) for n, t in c["tensors"].items()}
         print(f"  {c['name']}: storage {sizes}")
