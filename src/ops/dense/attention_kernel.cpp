@@ -166,6 +166,37 @@ void fill_common_params(kernels::GqaFwdParams& p, const GqaConfig& cfg, const Te
   }
 }
 
+void fill_optional_params(kernels::GqaFwdParams& p, const TensorRef* q_scale, const TensorRef* k_scale,
+                          const TensorRef* v_scale, const TensorRef* rope_cos, const TensorRef* rope_sin, int64_t R,
+                          const TensorRef* sinks) {
+  if (q_scale) {
+    p.q_scale = static_cast<const float*>(q_scale->data);
+    p.qsc_sb = q_scale->strides[0];
+    p.qsc_sr = q_scale->strides[1];
+  }
+  if (k_scale) {
+    p.k_scale = static_cast<const float*>(k_scale->data);
+    p.v_scale = static_cast<const float*>(v_scale->data);
+    p.ksc_sb = k_scale->strides[0];
+    p.ksc_sr = k_scale->strides[1];
+    p.vsc_sb = v_scale->strides[0];
+    p.vsc_sr = v_scale->strides[1];
+  }
+  if (rope_cos) {
+    p.rope_cos = rope_cos->data;
+    p.rope_sin = rope_sin->data;
+    p.cos_sp = rope_cos->strides[0];
+    p.cos_sc = rope_cos->strides[1];
+    p.sin_sp = rope_sin->strides[0];
+    p.sin_sc = rope_sin->strides[1];
+    p.rotary_dim = static_cast<int>(R);
+  }
+  if (sinks) {
+    p.sinks = static_cast<const float*>(sinks->data);
+    p.sinks_s = sinks->strides[0];
+  }
+}
+
 void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,
                       const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
                       void* stream) {

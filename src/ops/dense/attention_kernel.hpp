@@ -54,6 +54,13 @@ std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeIm
 void fill_common_params(kernels::GqaFwdParams& p, const GqaConfig& cfg, const TensorRef& q, const TensorRef& o,
                         bool q_packed, float scale, int64_t H, int64_t H_kv);
 
+// Fills the optional inputs every mode may have, each only when present: the e4m3 dequantisation
+// scales [B, H_kv] (q's alone, k's and v's together), the RoPE tables [P, R/2] with the rotated width R,
+// and the sinks [H].
+void fill_optional_params(kernels::GqaFwdParams& p, const TensorRef* q_scale, const TensorRef* k_scale,
+                          const TensorRef* v_scale, const TensorRef* rope_cos, const TensorRef* rope_sin, int64_t R,
+                          const TensorRef* sinks);
+
 // Launches on `stream`: grid x = query tiles (packed: an upper bound of ceil(T_q g / BM) + B, the kernel
 // finds its request), y = KV heads, z = batch (not packed).
 void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,

@@ -308,32 +308,7 @@ kernels::GqaFwdParams paged_params(const GqaConfig& cfg, const PagedAttentionCal
   p.kv_lens = static_cast<const int*>(call.kv_lens->data);
   p.kv_lens_s = call.kv_lens->strides[0];
   p.page_size = static_cast<int>(call.PS);
-  if (call.q_scale) {
-    p.q_scale = static_cast<const float*>(call.q_scale->data);
-    p.qsc_sb = call.q_scale->strides[0];
-    p.qsc_sr = call.q_scale->strides[1];
-  }
-  if (call.k_scale) {
-    p.k_scale = static_cast<const float*>(call.k_scale->data);
-    p.v_scale = static_cast<const float*>(call.v_scale->data);
-    p.ksc_sb = call.k_scale->strides[0];
-    p.ksc_sr = call.k_scale->strides[1];
-    p.vsc_sb = call.v_scale->strides[0];
-    p.vsc_sr = call.v_scale->strides[1];
-  }
-  if (call.rope_cos) {
-    p.rope_cos = call.rope_cos->data;
-    p.rope_sin = call.rope_sin->data;
-    p.cos_sp = call.rope_cos->strides[0];
-    p.cos_sc = call.rope_cos->strides[1];
-    p.sin_sp = call.rope_sin->strides[0];
-    p.sin_sc = call.rope_sin->strides[1];
-    p.rotary_dim = static_cast<int>(call.R);
-  }
-  if (call.sinks) {
-    p.sinks = static_cast<const float*>(call.sinks->data);
-    p.sinks_s = call.sinks->strides[0];
-  }
+  fill_optional_params(p, call.q_scale, call.k_scale, call.v_scale, call.rope_cos, call.rope_sin, call.R, call.sinks);
   p.batch = static_cast<int>(call.B);
   p.s_q = static_cast<int>(call.S_q);
   return p;
