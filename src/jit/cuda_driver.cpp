@@ -77,6 +77,8 @@ CudaDriver::CudaDriver() {
   ATTNJIT_LOAD(cuEventSynchronize, 2000);
   ATTNJIT_LOAD(cuEventElapsedTime, 2000);
   ATTNJIT_LOAD(cuEventDestroy, 4000);
+  ATTNJIT_LOAD(cuStreamWaitEvent, 3020);
+  ATTNJIT_LOAD(cuMemsetD32Async, 3020);
 #undef ATTNJIT_LOAD
   (void)kRequestVersion;
   if (!ok) return;

@@ -65,6 +65,8 @@ class CudaDriver {
   PFN_cuEventSynchronize_v2000 cuEventSynchronize = nullptr;
   PFN_cuEventElapsedTime_v2000 cuEventElapsedTime = nullptr;
   PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
+  PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent = nullptr;
+  PFN_cuMemsetD32Async_v3020 cuMemsetD32Async = nullptr;
 
  private:
   CudaDriver();

@@ -68,13 +68,21 @@ Plan OpInstance::plan(const TensorArgs& tensors) {
   {
     std::lock_guard<std::mutex> g(mutex_);
     auto it = plans_.find(sig);
-    if (it != plans_.end()) return Plan(it->second);
+    if (it != plans_.end()) {
+      it->second->prepare(tensors);
+      return Plan(it->second);
+    }
   }
   // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
   // concurrent builds of one kernel share a single compile.
   auto p = build_plan(tensors);
-  std::lock_guard<std::mutex> g(mutex_);
-  return Plan(plans_.emplace(std::move(sig), std::move(p)).first->second);
+  std::shared_ptr<const PlanImpl> kept;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    kept = plans_.emplace(std::move(sig), std::move(p)).first->second;
+  }
+  kept->prepare(tensors);
+  return Plan(kept);
 }
 
 const std::vector<OpDefinition>& op_definitions() {

@@ -28,6 +28,9 @@ class PlanImpl {
   virtual void execute(const TensorArgs& tensors, void* stream) const = 0;
   virtual std::string describe() const = 0;
   virtual std::size_t workspace_bytes() const { return 0; }
+  // Called by Op::plan() with every call's tensors (already validated): a plan that needs device
+  // scratch reserves it here for these shapes (runtime/workspace.hpp). Never called by execute().
+  virtual void prepare(const TensorArgs& tensors) const { (void)tensors; }
 };
 
 // Reads an op's config JSON: rejects unknown keys (param) and wrong types, naming the key.
