@@ -3,7 +3,7 @@
 
 Run on the GPU host (H200; PyTorch with CUDA, Triton, cuDNN):
 
-    python3 tools/bench_torch.py --lib build/libattnjit.so [--suite gqa|paged_kv_write|all] \
+    python3 tools/bench_torch.py --lib build/libattnjit.so [--suite gqa|paged_kv_write|lightning_indexer|all] \
         [--json out.json] [--quick]
 
 Suites
@@ -15,6 +15,31 @@ Suites
   paged_kv_write  bf16 k/v [N, 8, 128] with k+v = 1 GiB into page pools (page size 16, shuffled page
                   order), bf16 and e4m3 caches; vs plain PyTorch (index_copy_, index_put_) and vs a
                   device-to-device copy moving the same number of bytes (the ceiling).
+  lightning_indexer  bf16 B=1 H=64 D=128 topk=2048, T=S=8192/32768 causal and 8192 full, vs the PyTorch
+                  composition (einsum scores, relu, weighted head sum, topk, in 256-row chunks); both checked
+                  by SPEC.md §1.9 on sampled rows against fp32 scores; TFLOP/s of the score MMAs
+                  (2 T S H D, halved for causal) and the fraction of the 801 TFLOP/s ceiling.
+  fp8_lightning_indexer, topk_select
+                  see tools/bench_torch_fp8_indexer.py: the FP8 indexer logits (S=S_kv=8192, H=32, D=64, G=1,
+                  bf16 and e4m3 inputs, TileOPs-style document-causal windows and a dense row) vs the torch bf16
+                  einsum composition, GB/s of the logits write; topk_select (S=8192 rows, S_kv 8192 / 32768,
+                  topk 2048) vs torch.topk on the same scores.
+  bsa_bwd         bsa_bwd (bf16 BHSD MHA, B=1 H=32 S=16384 D=128; 16 of 128 key blocks of 128, 32 of 256 of
+                  64 per query block) vs FlexAttention's backward (autograd through torch.compile'd
+                  flex_attention on the same BlockMask of full blocks, timed alone); o and lse from bsa_fwd;
+                  ours checked against flex's gradients (max rel L2 of dq, dk, dv). TFLOP/s = 2.5 x 4 B H D
+                  x visible pairs.
+
+  decode          gqa_paged_fwd decode (bf16, H=32, H_kv=8, D=128, one query token per request, shuffled
+                  pages of 16 and 64; B=64 x 8192 and B=1 x 131072 cached keys) vs torch SDPA CUDNN_ATTENTION
+                  (the named peer) and FLASH_ATTENTION on contiguous K/V [B, H_kv, ctx, D] gathered from the same
+                  pools (enable_gqa=True; K/V repeated to H heads only if a backend refuses it). GB/s = K/V
+                  bytes of the H_kv heads (2 B ctx H_kv D * 2) / time, also as a fraction of the 4443 GB/s the
+                  issue quotes; outputs checked against an fp32 reference.
+  prefill_append  gqa_prefill_paged_append (bf16, H=32, H_kv=8, D=128, page size 64, causal): one 4096-token
+                  chunk appended to a cache of 0, 4096 and 12288 tokens, beside our gqa_fwd and torch SDPA
+                  FLASH (FA2, the named peer; lower-right causal bias when old > 0) on the same dense problem;
+                  TFLOP/s = 4 B H D x visible pairs; the appended pool rows are checked against k_new / v_new.
 
 Timing (GPU.md "Measuring"): CUDA events after warm-up, the median of >= 20 repetitions
 (triton.testing.do_bench with L2 flushed before every repetition, its rep time stretched so that
@@ -662,10 +687,644 @@ def run_paged_kv_write(rt, cache_dtype, args):
 
 # ----------------------------------------------------------------------------------------------------
 
+# ----------------------------------------------------------------------------------------------------
+# decode suite: gqa_paged_fwd with one query token per request vs SDPA on contiguous K/V (memory bound)
+
+DECODE_ISSUE_GBS = 4443.0  # the K/V read rate the issue quotes for decode
+
+
+def decode_cases(quick):
+    cases = []
+    for B, ctx in ((64, 8192), (1, 131072)):
+        for PS in ((16,) if quick else (16, 64)):
+            cases.append(dict(B=B, ctx=ctx, PS=PS, H=32, H_kv=8, D=128))
+    return cases
+
+
+def decode_name(c):
+    return f"decode B{c['B']} ctx{c['ctx']} H{c['H']}/{c['H_kv']} D{c['D']} PS{c['PS']}"
+
+
+def decode_reference_fp32(q, kc, vc, scale):
+    """fp32 decode attention: q [B, H, D], kc / vc [B, H_kv, ctx, D] (contiguous) -> [B, H, D] fp32."""
+    B, H, D = q.shape
+    H_kv = kc.shape[1]
+    g = H // H_kv
+    out = torch.empty(B, H, D, dtype=torch.float32, device=q.device)
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for b in range(B):
+            qf = q[b].float().view(H_kv, g, D)
+            s = torch.einsum("kgd,ksd->kgs", qf, kc[b].float()) * scale  # [H_kv, g, ctx]
+            p = torch.softmax(s, dim=-1)
+            out[b] = torch.einsum("kgs,ksd->kgd", p, vc[b].float()).reshape(H, D)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    return out
+
+
+def run_decode_case(rt, c, args):
+    """bf16 decode: B requests of one query token over `ctx` cached keys. Ours: gqa_paged_fwd (packed q
+    [B, H, D], pools [NP, PS, H_kv, D] with a shuffled page table). Peers: torch SDPA (CUDNN_ATTENTION, then
+    FLASH_ATTENTION) on contiguous K/V [B, H_kv, ctx, D] gathered from the same pools. GB/s = the K/V bytes
+    of the H_kv heads (2 * B * ctx * H_kv * D * 2) / time, for every row (also when a peer needs K/V
+    repeated to H heads: it then reads more, but is credited the same bytes)."""
+    torch.manual_seed(777)
+    B, ctx, PS, H, H_kv, D = c["B"], c["ctx"], c["PS"], c["H"], c["H_kv"], c["D"]
+    g = H // H_kv
+    dev, dt = "cuda", torch.bfloat16
+    scale = 1.0 / math.sqrt(D)
+    W = (ctx + PS - 1) // PS
+    NP = B * W
+    k_pages = torch.randn(NP, PS, H_kv, D, dtype=dt, device=dev)
+    v_pages = torch.randn(NP, PS, H_kv, D, dtype=dt, device=dev)
+    page_table = torch.randperm(NP, device=dev).view(B, W).to(torch.int32).contiguous()  # shuffled pages
+    cache_seqlens = torch.full((B,), ctx, dtype=torch.int32, device=dev)
+    cu = torch.arange(B + 1, dtype=torch.int32, device=dev)  # one query token per request
+    q = torch.randn(B, H, D, dtype=dt, device=dev)
+    o = torch.empty_like(q)
+    kv_bytes = 2 * B * ctx * H_kv * D * 2
+    name = decode_name(c)
+    params = dict(c, W=W, NP=NP, kv_bytes=kv_bytes)
+    peer = "sdpa CUDNN"
+    case_rows = []
+
+    # Contiguous BHSD K/V for the peers, gathered from the pools once (untimed).
+    idx = page_table.long()
+    kc = k_pages[idx].reshape(B, W * PS, H_kv, D)[:, :ctx].transpose(1, 2).contiguous()
+    vc = v_pages[idx].reshape(B, W * PS, H_kv, D)[:, :ctx].transpose(1, 2).contiguous()
+    ref = None if args.no_ref else decode_reference_fp32(q, kc, vc, scale)
+
+    def row(impl, t=None, out=None, note="", error=None, extra=None):
+        r = {"suite": "decode", "shape": name, "impl": impl, "params": params, "peer": peer}
+        if error is not None:
+            r["error"] = error
+        if t is not None:
+            r.update(t)
+            r["gbs"] = kv_bytes / (t["ms"] * 1e-3) / 1e9
+            r["frac_of_issue_gbs"] = r["gbs"] / DECODE_ISSUE_GBS
+            r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
+            note = f"{100 * r['frac_of_issue_gbs']:.0f}% of {DECODE_ISSUE_GBS:.0f} GB/s; " + note
+        if out is not None:
+            if ref is not None:
+                r["err_ref"] = rel_l2(out, ref)
+                r["maxabs_ref"] = max_abs(out, ref)
+            r["nan_count"] = int(torch.isnan(out).sum().item())
+        r["note"] = note
+        if extra:
+            r.update(extra)
+        case_rows.append(r)
+        return r
+
+    # ---- attnjit gqa_paged_fwd
+    ours_out = None
+    tensors = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "page_table": page_table,
+               "cache_seqlens": cache_seqlens, "cu_seqlens_q": cu, "o": o}
+    config = {"is_causal": False}  # one query at the last position: every key is visible either way
+    if rt is None:
+        row("attnjit gqa_paged_fwd", error=args.rt_error)
+    else:
+        try:
+            t0 = time.perf_counter()
+            plan = rt.plan("gqa_paged_fwd", config, tensors)
+            plan_s = time.perf_counter() - t0
+            call = plan.bind(tensors)
+            o.fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            ours_out = o.clone()
+            host = host_us_per_call(call)
+            t = bench(call, args.min_reps)
+            row("attnjit gqa_paged_fwd", t, ours_out, f"packed q [B, H, D], shuffled pages; plan_create "
+                f"{plan_s * 1e3:.0f} ms; host {host:.1f} us/call",
+                extra={"plan_create_s": plan_s, "host_us_execute_bound": host, "config": config})
+            plan.close()
+        except Exception as e:  # noqa: BLE001
+            row("attnjit gqa_paged_fwd", error=f"{type(e).__name__}: {e}")
+
+    # ---- torch SDPA peers on contiguous K/V
+    qt = q.view(B, H, 1, D)
+    kv_rep = {}
+
+    def repeated():
+        if not kv_rep:  # once, outside every timed region
+            kv_rep["k"] = kc.repeat_interleave(g, dim=1)
+            kv_rep["v"] = vc.repeat_interleave(g, dim=1)
+        return kv_rep["k"], kv_rep["v"]
+
+    if sdpa_kernel is None:
+        row("sdpa CUDNN", error="torch.nn.attention.sdpa_kernel not available")
+    else:
+        for impl, backend in (("sdpa CUDNN", SDPBackend.CUDNN_ATTENTION),
+                              ("sdpa FLASH (FA2)", SDPBackend.FLASH_ATTENTION)):
+            try:
+                with sdpa_kernel(backend):
+                    note = "enable_gqa=True on contiguous [B, H_kv, ctx, D]"
+                    kk, vv, gqa = kc, vc, True
+                    try:
+                        out = F.scaled_dot_product_attention(qt, kk, vv, enable_gqa=True)
+                    except RuntimeError as e1:
+                        kk, vv = repeated()
+                        gqa = False
+                        note = (f"k/v repeat_interleave'd to H heads once, untimed (enable_gqa failed: "
+                                f"{str(e1)[:80]}); reads {g}x the credited bytes")
+                        out = F.scaled_dot_product_attention(qt, kk, vv)
+                    torch.cuda.synchronize()
+                    if gqa:
+                        def fn(kk=kk, vv=vv):
+                            return F.scaled_dot_product_attention(qt, kk, vv, enable_gqa=True)
+                    else:
+                        def fn(kk=kk, vv=vv):
+                            return F.scaled_dot_product_attention(qt, kk, vv)
+                    t = bench(fn, args.min_reps)
+                out3 = out.reshape(B, H, D)
+                extra = {}
+                if ours_out is not None:
+                    extra["err_vs_attnjit"] = rel_l2(out3, ours_out)
+                row(impl, t, out3, note, extra=extra)
+                del out
+            except Exception as e:  # noqa: BLE001
+                row(impl, error=f"{type(e).__name__}: {e}")
+
+    peer_ms = next((r["ms"] for r in case_rows if r["impl"] == peer and not r.get("error")), None)
+    for r in case_rows:
+        if r.get("ms") and not r.get("error") and peer_ms:
+            r["ratio"] = peer_ms / r["ms"]
+        add_row(r)
+
+
+# ----------------------------------------------------------------------------------------------------
+# prefill_append suite: chunked prefill into a paged cache vs dense attention over the same keys
+
+
+def prefill_append_cases(quick):
+    olds = (0, 4096) if quick else (0, 4096, 12288)
+    return [dict(B=1, q_len=4096, old=old, H=32, H_kv=8, D=128, PS=64) for old in olds]
+
+
+def prefill_append_name(c):
+    return f"append B{c['B']} chunk{c['q_len']} old{c['old']} H{c['H']}/{c['H_kv']} D{c['D']} PS{c['PS']}"
+
+
+def run_prefill_append_case(rt, c, args):
+    """bf16, causal (bottom-right): B requests each appending a q_len-token chunk to a paged cache of `old`
+    tokens (shuffled pages of PS). Ours: gqa_prefill_paged_append (attention over old cached rows + the
+    chunk, and the chunk's K/V appended to the pools), beside our gqa_fwd and torch SDPA FLASH (FA2) on the
+    same dense problem (q [B, q_len, H, D] vs K/V [B, old + q_len, H_kv, D]; SDPA with a lower-right causal
+    bias when old > 0, since its is_causal is top-left aligned). TFLOP/s = 4 * B * H * D * visible pairs."""
+    torch.manual_seed(2468)
+    B, q_len, old, H, H_kv, D, PS = c["B"], c["q_len"], c["old"], c["H"], c["H_kv"], c["D"], c["PS"]
+    g = H // H_kv
+    dev, dt = "cuda", torch.bfloat16
+    scale = 1.0 / math.sqrt(D)
+    S_kv = old + q_len
+    need = (S_kv + PS - 1) // PS
+    NP = B * need + 8
+    W = need
+    k_pages = torch.randn(NP * PS, H_kv, D, dtype=dt, device=dev)
+    v_pages = torch.randn(NP * PS, H_kv, D, dtype=dt, device=dev)
+    block_table = torch.randperm(NP, device=dev)[: B * need].view(B, need).to(torch.int32).contiguous()
+    q = torch.randn(B * q_len, H, D, dtype=dt, device=dev)
+    k_new = torch.randn(B * q_len, H_kv, D, dtype=dt, device=dev)
+    v_new = torch.randn(B * q_len, H_kv, D, dtype=dt, device=dev)
+    cu = torch.arange(0, (B + 1) * q_len, q_len, dtype=torch.int32, device=dev)
+    cache_seqlens = torch.full((B,), old, dtype=torch.int32, device=dev)
+    k_scale = torch.ones(1, dtype=torch.float32, device=dev)  # always passed; ignored for a bf16 cache
+    v_scale = torch.ones(1, dtype=torch.float32, device=dev)
+    o = torch.empty_like(q)
+    pairs = visible_pairs(q_len, S_kv, True)
+    flops = 4.0 * B * H * D * pairs
+    name = prefill_append_name(c)
+    params = dict(c, S_kv=S_kv, NP=NP, W=W, flops=flops, visible_pairs_per_bh=pairs)
+    peer = "FA2"
+    case_rows = []
+
+    # Physical pool rows of every position 0..S_kv-1 of every request; the dense K/V the peers see.
+    pos = torch.arange(S_kv, device=dev)
+    rows = (block_table.long()[:, pos // PS] * PS + pos % PS)  # [B, S_kv]
+    kd = torch.empty(B, S_kv, H_kv, D, dtype=dt, device=dev)
+    vd = torch.empty(B, S_kv, H_kv, D, dtype=dt, device=dev)
+    kd[:, :old] = k_pages[rows[:, :old]]
+    vd[:, :old] = v_pages[rows[:, :old]]
+    kd[:, old:] = k_new.view(B, q_len, H_kv, D)
+    vd[:, old:] = v_new.view(B, q_len, H_kv, D)
+    q4 = q.view(B, q_len, H, D)
+    ref = None if args.no_ref else reference_fp32(q4, kd, vd, True, -1, -1, 0.0, scale)
+
+    def row(impl, t=None, out=None, note="", error=None, extra=None):
+        r = {"suite": "prefill_append", "shape": name, "impl": impl, "params": params, "peer": peer}
+        if error is not None:
+            r["error"] = error
+        if t is not None:
+            r.update(t)
+            r["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
+            r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
+        if out is not None:
+            if ref is not None:
+                r["err_ref"] = rel_l2(out, ref)
+                r["maxabs_ref"] = max_abs(out, ref)
+            r["nan_count"] = int(torch.isnan(out).sum().item())
+        r["note"] = note
+        if extra:
+            r.update(extra)
+        case_rows.append(r)
+        return r
+
+    peer_out = None
+    # ---- torch SDPA FLASH (FA2) on the dense problem
+    if sdpa_kernel is None:
+        row("sdpa FLASH (FA2)", error="torch.nn.attention.sdpa_kernel not available")
+    else:
+        try:
+            qt, kt, vt = q4.transpose(1, 2), kd.transpose(1, 2), vd.transpose(1, 2)
+            mask, note = None, "is_causal (S_q == S_kv)"
+            if old > 0:
+                from torch.nn.attention.bias import causal_lower_right
+                mask, note = causal_lower_right(q_len, S_kv), "attn_mask=causal_lower_right"
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                kk, vv, gqa = kt, vt, True
+                try:
+                    out = F.scaled_dot_product_attention(qt, kk, vv, attn_mask=mask, is_causal=mask is None,
+                                                         enable_gqa=True)
+                    note += ", enable_gqa=True"
+                except (RuntimeError, TypeError) as e1:
+                    kk, vv = kt.repeat_interleave(g, dim=1), vt.repeat_interleave(g, dim=1)
+                    gqa = False
+                    note += f", k/v repeat_interleave'd once, untimed (enable_gqa failed: {str(e1)[:80]})"
+                    out = F.scaled_dot_product_attention(qt, kk, vv, attn_mask=mask, is_causal=mask is None)
+                torch.cuda.synchronize()
+                if gqa:
+                    def fn(kk=kk, vv=vv):
+                        return F.scaled_dot_product_attention(qt, kk, vv, attn_mask=mask, is_causal=mask is None,
+                                                              enable_gqa=True)
+                else:
+                    def fn(kk=kk, vv=vv):
+                        return F.scaled_dot_product_attention(qt, kk, vv, attn_mask=mask, is_causal=mask is None)
+                t = bench(fn, args.min_reps)
+            peer_out = out.transpose(1, 2)
+            row("sdpa FLASH (FA2)", t, peer_out, note + "; BHSD views of the dense BSHD K/V")
+        except Exception as e:  # noqa: BLE001
+            row("sdpa FLASH (FA2)", error=f"{type(e).__name__}: {e}")
+
+    def check_vs_peer(out, extra):
+        if peer_out is not None:
+            extra["err_peer"] = rel_l2(out, peer_out)
+            extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
+        return extra
+
+    if rt is None:
+        row("attnjit prefill_append", error=args.rt_error)
+    else:
+        # ---- attnjit gqa_prefill_paged_append
+        tensors = {"q": q, "k_new": k_new, "v_new": v_new, "k_pages": k_pages, "v_pages": v_pages,
+                   "k_scale": k_scale, "v_scale": v_scale, "cu_seqlens_q": cu, "cache_seqlens": cache_seqlens,
+                   "block_table": block_table, "o": o}
+        config = {"page_size": PS, "max_seqlen_q": q_len, "is_causal": True}
+        try:
+            new_rows = rows[:, old:].reshape(-1)
+            k_pages[new_rows] = float("nan")  # poison the rows the call must append
+            v_pages[new_rows] = float("nan")
+            t0 = time.perf_counter()
+            plan = rt.plan("gqa_prefill_paged_append", config, tensors)
+            plan_s = time.perf_counter() - t0
+            call = plan.bind(tensors)
+            o.fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            bad_k = int((k_pages[new_rows].view(torch.int16) != k_new.view(torch.int16)).sum().item())
+            bad_v = int((v_pages[new_rows].view(torch.int16) != v_new.view(torch.int16)).sum().item())
+            extra = check_vs_peer(o.view(B, q_len, H, D), {"plan_create_s": plan_s, "config": config,
+                                                           "appended_elements_differing": bad_k + bad_v})
+            if bad_k + bad_v:
+                extra["check"] = "WRONG"
+            host = host_us_per_call(call)
+            t = bench(call, args.min_reps)  # re-appends the same rows each time (attention reads k_new)
+            row("attnjit prefill_append", t, o.view(B, q_len, H, D),
+                f"appended rows {'== k_new/v_new' if bad_k + bad_v == 0 else f'{bad_k + bad_v} elements differ'}; "
+                f"plan_create {plan_s * 1e3:.0f} ms; host {host:.1f} us/call", extra=extra)
+            plan.close()
+        except Exception as e:  # noqa: BLE001
+            row("attnjit prefill_append", error=f"{type(e).__name__}: {e}")
+        # ---- attnjit gqa_fwd on the dense problem (bottom-right causal)
+        try:
+            o4 = torch.empty(B, q_len, H, D, dtype=dt, device=dev)
+            dtensors = {"q": q4, "k": kd, "v": vd, "o": o4}
+            plan = rt.plan("gqa_fwd", {"is_causal": True}, dtensors)
+            call = plan.bind(dtensors)
+            o4.fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            extra = check_vs_peer(o4, {})
+            t = bench(call, args.min_reps)
+            row("attnjit gqa_fwd (dense)", t, o4, "the same keys as one dense BSHD K/V", extra=extra)
+            plan.close()
+        except Exception as e:  # noqa: BLE001
+            row("attnjit gqa_fwd (dense)", error=f"{type(e).__name__}: {e}")
+
+    peer_ms = next((r["ms"] for r in case_rows if r["impl"].startswith("sdpa FLASH") and not r.get("error")), None)
+    order = {"attnjit prefill_append": 0, "attnjit gqa_fwd (dense)": 1}
+    case_rows.sort(key=lambda r: order.get(r["impl"], 10))
+    for r in case_rows:
+        if r.get("ms") and not r.get("error") and peer_ms:
+            r["ratio"] = peer_ms / r["ms"]
+        add_row(r)
+
+
+# ----------------------------------------------------------------------------------------------------
+# lightning_indexer suite
+
+def torch_lightning_indexer(q, k, w, topk, causal, chunk=256):
+    """The PyTorch composition peer: per chunk of query rows, einsum scores (bf16 MMAs, fp32 out), relu,
+    weighted head sum in fp32, causal mask, topk; -1 where a row has fewer candidates. q [1,T,H,D],
+    k [1,S,D], w [1,T,H] -> [1,T,topk] int32 (chunked so that the [chunk, H, S] scores fit in memory)."""
+    T, H, D = q.shape[1], q.shape[2], q.shape[3]
+    S = k.shape[1]
+    out = torch.full((1, T, topk), -1, dtype=torch.int32, device=q.device)
+    scale = 1.0 / math.sqrt(H * D)
+    for t0 in range(0, T, chunk):
+        t1 = min(T, t0 + chunk)
+        hi = min(S, t1) if causal else S
+        if hi == 0:
+            continue
+        s = torch.einsum("chd,sd->chs", q[0, t0:t1], k[0, :hi]).float().relu_()
+        s = torch.einsum("chs,ch->cs", s, w[0, t0:t1].float()) * scale
+        if causal:
+            rows = torch.arange(t0, t1, device=q.device)[:, None]
+            s.masked_fill_(torch.arange(hi, device=q.device)[None, :] > rows, float("-inf"))
+        kk = min(topk, hi)
+        vals, idx = s.topk(kk, dim=-1)
+        out[0, t0:t1, :kk] = torch.where(vals == float("-inf"), -1, idx).to(torch.int32)
+    return out
+
+
+def indexer_rows_check(q, k, w, got, topk, causal, rows):
+    """SPEC.md §1.9 on sampled rows against fp32 scores: counts, trailing -1, distinct candidates, sorted
+    scores within 1e-4 * max|score| + 1e-6. Returns (ok, worst gap / tol)."""
+    H, D = q.shape[2], q.shape[3]
+    S = k.shape[1]
+    worst = 0.0
+    for t in rows:
+        n = min(t + 1, S) if causal else S
+        sc = (torch.einsum("hd,sd->hs", q[0, t].float(), k[0, :n].float()).relu() * w[0, t].float()[:, None]).sum(0)
+        sc = sc / math.sqrt(H * D)
+        e = got[0, t]
+        m = min(topk, n)
+        valid = e[:m]
+        if (valid < 0).any() or (e[m:] != -1).any() or (valid >= n).any() or valid.unique().numel() != m:
+            return False, float("inf")
+        tol = 1e-4 * sc.abs().max().item() + 1e-6
+        a = sc[valid.long()].sort(descending=True).values
+        b = sc.topk(m).values
+        gap = (a - b).abs().max().item() if m else 0.0
+        worst = max(worst, gap / tol)
+        if gap > tol:
+            return False, worst
+    return True, worst
+
+
+def run_lightning_indexer(rt, T, causal, args, H=64, D=128, topk=2048):
+    torch.manual_seed(5)
+    dev = "cuda"
+    q = torch.randn(1, T, H, D, dtype=torch.bfloat16, device=dev)
+    k = torch.randn(1, T, D, dtype=torch.bfloat16, device=dev)
+    w = torch.randn(1, T, H, dtype=torch.bfloat16, device=dev)
+    idx = torch.empty(1, T, topk, dtype=torch.int32, device=dev)
+    pairs = T * (T + 1) / 2 if causal else float(T) * T
+    flops = 2.0 * pairs * H * D  # the score MMAs
+    name = f"indexer bf16 T{T} H{H} D{D} k{topk} {'causal' if causal else 'full'}"
+    params = {"T": T, "S": T, "H": H, "D": D, "topk": topk, "causal": causal, "flops": flops}
+    sample = sorted(set([0, 1, T // 3, T // 2, T - 2, T - 1] + [int(x) for x in torch.randint(0, T, (26,))]))
+    case_rows = []
+
+    def row(impl, t=None, note="", error=None, extra=None):
+        r = {"suite": "lightning_indexer", "shape": name, "impl": impl, "params": params, "peer": "torch composition"}
+        if error is not None:
+            r["error"] = error
+        if t is not None:
+            r.update(t)
+            r["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
+            r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
+        r["note"] = note
+        if extra:
+            r.update(extra)
+        case_rows.append(r)
+
+    if rt is None:
+        row("attnjit lightning_indexer", error=args.rt_error)
+    else:
+        try:
+            tensors = {"q": q, "k": k, "weights": w, "indices": idx}
+            plan = rt.plan("lightning_indexer", {"topk": topk, "causal": causal}, tensors)
+            call = plan.bind(tensors)
+            idx.fill_(0x7FFFFFFF)
+            call()
+            torch.cuda.synchronize()
+            ok, gap = indexer_rows_check(q, k, w, idx, topk, causal, sample)
+            t = bench(call, args.min_reps)
+            row("attnjit lightning_indexer", t, f"{100 * flops / (t['ms'] * 1e-3) / 1e12 / GEMM_CEILING_TFLOPS:.1f}% "
+                f"of the MMA ceiling", extra={"check": "ok" if ok else "WRONG", "worst_gap_over_tol": gap})
+            plan.close()
+        except Exception as e:  # noqa: BLE001
+            row("attnjit lightning_indexer", error=f"{type(e).__name__}: {e}")
+    try:
+        peer = lambda: torch_lightning_indexer(q, k, w, topk, causal)  # noqa: E731
+        got = peer()
+        torch.cuda.synchronize()
+        ok, gap = indexer_rows_check(q, k, w, got, topk, causal, sample)
+        t = bench(peer, args.min_reps)
+        row("torch composition", t, "einsum (bf16) + relu + weighted head sum (fp32) + topk, 256-row chunks",
+            extra={"check": "ok" if ok else f"differs (gap/tol {gap:.1f})", "worst_gap_over_tol": gap})
+    except Exception as e:  # noqa: BLE001
+        row("torch composition", error=f"{type(e).__name__}: {e}")
+    peer_ms = next((r["ms"] for r in case_rows if r["impl"] == "torch composition" and not r.get("error")), None)
+    for r in case_rows:
+        if r.get("ms") and not r.get("error") and peer_ms:
+            r["ratio"] = peer_ms / r["ms"]
+        add_row(r)
+
+
+
+# ----------------------------------------------------------------------------------------------------
+# bsa_bwd suite: block-sparse attention backward vs FlexAttention's backward on the same BlockMask
+
+def run_bsa_bwd_case(rt, c, args):
+    """bf16 BHSD MHA; every query block attends to K random distinct key blocks (fixed count). o and lse
+    from attnjit's bsa_fwd when this build has it (else from torch math). FLOPs: 2.5 x 4 * B * H * D *
+    visible pairs (FlashAttention's backward count)."""
+    B, H, S, D, bs, K = c
+    torch.manual_seed(4321)
+    dev, dt = "cuda", torch.bfloat16
+    N = S // bs
+    name = f"bsa_bwd B{B} H{H} S{S} D{D} bs{bs} K{K}/{N}"
+    q = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    k = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    v = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    do = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    index = torch.argsort(torch.rand(B, H, N, N, device=dev), dim=-1)[..., :K].to(torch.int32).contiguous()
+    pairs = B * H * S * K * bs
+    flops = 2.5 * 4.0 * pairs * D
+    params = {"B": B, "H": H, "S": S, "D": D, "bs": bs, "K": K, "flops": flops}
+    scale = 1.0 / math.sqrt(D)
+    cfg = {"sparse_block_size": bs, "block_sparse_num": K}
+
+    def row(impl, t=None, note="", error=None, err=None):
+        r = {"suite": "bsa_bwd", "shape": name, "impl": impl, "params": params, "peer": "flex"}
+        if error is not None:
+            r["error"] = error
+            return r
+        r.update(ms=t["ms"], tflops=flops / (t["ms"] * 1e-3) / 1e12, reps=t["reps"], method=t["method"], note=note)
+        if err is not None:
+            r["err_peer"] = err
+        return r
+
+    # The forward's o and lse.
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, S, dtype=torch.float32, device=dev)
+    o_note = "o, lse from attnjit bsa_fwd"
+    try:
+        rt.run("bsa_fwd", cfg, {"q": q, "k": k, "v": v, "q2k_block_index": index, "o": o, "lse": lse})
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001
+        o_note = "o, lse from torch (bsa_fwd unavailable)"
+        for h in range(H):
+            keys = (index[:, h, :, :, None].long() * bs + torch.arange(bs, device=dev)).reshape(B, N, K * bs)
+            for b in range(B):
+                kk, vv = k[b, h][keys[b]].float(), v[b, h][keys[b]].float()  # [N, K*bs, D]
+                qq = q[b, h].float().view(N, bs, D)
+                z = torch.einsum("nqd,nkd->nqk", qq, kk) * scale
+                lse[b, h] = torch.logsumexp(z, dim=-1).reshape(S)
+                o[b, h] = torch.einsum("nqk,nkd->nqd", torch.softmax(z, dim=-1), vv).reshape(S, D).to(dt)
+
+    rows = []
+    ours = None
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    tensors = {"do": do, "q": q, "k": k, "v": v, "o": o, "lse": lse, "q2k_block_index": index,
+               "dq": dq, "dk": dk, "dv": dv}
+    try:
+        plan = rt.plan("bsa_bwd", cfg, tensors)
+        call = plan.bind(tensors)
+        t = bench(call, min_reps=args.min_reps)
+        ours = (dq.clone(), dk.clone(), dv.clone())
+        rows.append(row("attnjit bsa_bwd", t, note=o_note))
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("attnjit bsa_bwd", error=f"{type(e).__name__}: {e}"))
+
+    # FlexAttention: the same pattern as a BlockMask of full blocks (no mask_mod evaluation); its backward
+    # through autograd on the compiled flex_attention, timed alone (retain_graph).
+    try:
+        bm = bsa_block_mask(index, B, H, N, K, bs)
+        fq, fk, fv = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+        out = flex_compiled()(fq, fk, fv, block_mask=bm, scale=scale)
+
+        def flex_bwd():
+            return torch.autograd.grad(out, (fq, fk, fv), do, retain_graph=True)
+
+        grads = flex_bwd()
+        t = bench(flex_bwd, min_reps=args.min_reps)
+        err = None
+        if ours is not None:
+            err = max(rel_l2(a, b) for a, b in zip(ours, grads))
+        rows.append(row("flex backward", t, note="torch.compile(flex_attention), autograd.grad", err=err))
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("flex backward", error=f"{type(e).__name__}: {e}"))
+    peer = next((r for r in rows if r["impl"] == "flex backward" and "ms" in r), None)
+    for r in rows:
+        if peer is not None and "ms" in r:
+            r["ratio"] = peer["ms"] / r["ms"]
+        add_row(r)
+
+
+# bsa suite: block-sparse attention forward (bsa_fwd, bsa_fp8_fwd) vs FlexAttention on the same BlockMask.
+# The backward rows live in the bsa_bwd suite above (same shapes, same BlockMask construction).
+
+def bsa_cases(quick):
+    # (B, H, S, D, block size, active blocks per query block)
+    cases = [(1, 32, 16384, 128, 128, 16), (1, 32, 16384, 128, 64, 32)]
+    return cases[:1] if quick else cases
+
+
+def bsa_block_mask(index, B, H, N, K, bs):
+    """FlexAttention BlockMask of full blocks listing the same key blocks per query block as `index`."""
+    from torch.nn.attention.flex_attention import BlockMask
+    dev = index.device
+    full_idx = torch.zeros(B, H, N, N, dtype=torch.int32, device=dev)
+    full_idx[..., :K] = torch.sort(index, dim=-1).values
+    full_num = torch.full((B, H, N), K, dtype=torch.int32, device=dev)
+    zero_num = torch.zeros(B, H, N, dtype=torch.int32, device=dev)
+    return BlockMask.from_kv_blocks(zero_num, torch.zeros_like(full_idx), full_num, full_idx, BLOCK_SIZE=(bs, bs))
+
+
+def run_bsa_case(rt, c, args):
+    """bf16 BHSD MHA; every query block attends to K random distinct key blocks (fixed count). Rows:
+    attnjit bsa_fwd (kv_splits 1 and "auto"), attnjit bsa_fp8_fwd (bs 64 only), torch.compile'd
+    flex_attention with the equivalent BlockMask, all in this process on the same tensors. FLOPs: 4 * B * H
+    * D * visible pairs. err_peer: rel_l2 of o against flex's output."""
+    B, H, S, D, bs, K = c
+    torch.manual_seed(1234)
+    dev, dt = "cuda", torch.bfloat16
+    N = S // bs
+    name = f"bsa_fwd B{B} H{H} S{S} D{D} bs{bs} K{K}/{N}"
+    q = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    k = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    v = torch.randn(B, H, S, D, dtype=dt, device=dev)
+    index = torch.argsort(torch.rand(B, H, N, N, device=dev), dim=-1)[..., :K].to(torch.int32).contiguous()
+    pairs = B * H * S * K * bs
+    flops = 4.0 * pairs * D
+    params = {"B": B, "H": H, "S": S, "D": D, "bs": bs, "K": K, "flops": flops}
+    scale = 1.0 / math.sqrt(D)
+
+    def row(impl, t=None, note="", error=None, err=None):
+        r = {"suite": "bsa", "shape": name, "impl": impl, "params": params, "peer": "flex"}
+        if error is not None:
+            r["error"] = error
+            return r
+        r.update(ms=t["ms"], tflops=flops / (t["ms"] * 1e-3) / 1e12, reps=t["reps"], method=t["method"], note=note)
+        if err is not None:
+            r["err_peer"] = err
+        return r
+
+    rows = []
+    peer_out = None
+    try:
+        bm = bsa_block_mask(index, B, H, N, K, bs)
+        fx = flex_compiled()
+        peer_out = fx(q, k, v, block_mask=bm, scale=scale)
+        t = bench(lambda: fx(q, k, v, block_mask=bm, scale=scale), min_reps=args.min_reps)
+        rows.append(row("flex (compiled)", t, note="torch.compile(flex_attention), BlockMask.from_kv_blocks"))
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("flex (compiled)", error=f"{type(e).__name__}: {e}"))
+    variants = [("attnjit bsa_fwd", "bsa_fwd", {"sparse_block_size": bs, "block_sparse_num": K}),
+                ("attnjit bsa_fwd kv_splits auto", "bsa_fwd",
+                 {"sparse_block_size": bs, "block_sparse_num": K, "kv_splits": "auto"})]
+    if bs == 64:
+        variants.append(("attnjit bsa_fp8_fwd", "bsa_fp8_fwd", {"block_sparse_num": K}))
+    for impl, op, cfg in variants:
+        o = torch.empty_like(q)
+        tensors = {"q": q, "k": k, "v": v, "q2k_block_index": index, "o": o}
+        if op == "bsa_fwd":
+            tensors["lse"] = torch.empty(B, H, S, dtype=torch.float32, device=dev)
+        try:
+            plan = rt.plan(op, cfg, tensors)
+            call = plan.bind(tensors)
+            t = bench(call, min_reps=args.min_reps)
+            err = rel_l2(o, peer_out) if peer_out is not None else None
+            rows.append(row(impl, t, note=plan.describe() if hasattr(plan, "describe") else "", err=err))
+        except Exception as e:  # noqa: BLE001
+            rows.append(row(impl, error=f"{type(e).__name__}: {e}"))
+    peer = next((r for r in rows if r["impl"] == "flex (compiled)" and "ms" in r), None)
+    for r in rows:
+        if peer is not None and "ms" in r:
+            r["ratio"] = peer["ms"] / r["ms"]
+        add_row(r)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=None, help="libattnjit.so (default: $ATTNJIT_LIB, then <repo>/build)")
-    ap.add_argument("--suite", choices=("gqa", "paged_kv_write", "all"), default="all")
+    ap.add_argument("--suite", choices=("gqa", "paged_kv_write", "lightning_indexer", "bsa", "bsa_bwd", "decode",
+                                        "prefill_append", "fp8_lightning_indexer", "topk_select", "all"),
+                    default="all")
     ap.add_argument("--json", default=None, help="write every result (and the environment) here")
     ap.add_argument("--quick", action="store_true", help="a reduced set: D=128 S=4096 causal/full/window/softcap")
     ap.add_argument("--options", default=None, help="attnjit RuntimeOptions as JSON, e.g. '{\"log_level\":\"warn\"}'")
@@ -732,6 +1391,74 @@ def main():
                     add_row({"suite": "paged_kv_write", "shape": f"paged_kv_write bf16->{cache}", "impl": "(case)",
                              "error": f"{type(e).__name__}: {e}"})
                     torch.cuda.empty_cache()
+        if args.suite in ("lightning_indexer", "all"):
+            for T, causal in ((8192, True), (32768, True), (8192, False)):
+                print(f"[lightning_indexer] T={T} {'causal' if causal else 'full'}")
+                sys.stdout.flush()
+                try:
+                    run_lightning_indexer(rt, T, causal, args)
+                    torch.cuda.empty_cache()
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": "lightning_indexer", "shape": f"indexer T{T}", "impl": "(case)",
+                             "error": f"{type(e).__name__}: {e}"})
+                    torch.cuda.empty_cache()
+        for suite in ("fp8_lightning_indexer", "topk_select"):
+            if args.suite in (suite, "all"):
+                import bench_torch_fp8_indexer as fp8b  # the suites live in their own module
+                print(f"[{suite}]")
+                sys.stdout.flush()
+                try:
+                    (fp8b.run_fp8_indexer if suite == "fp8_lightning_indexer" else fp8b.run_topk_select)(
+                        rt, args, bench, add_row)
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": suite, "shape": suite, "impl": "(case)", "error": f"{type(e).__name__}: {e}"})
+                torch.cuda.empty_cache()
+        if args.suite in ("bsa", "all"):
+            for c in bsa_cases(args.quick):
+                print(f"[bsa] {c}")
+                sys.stdout.flush()
+                try:
+                    run_bsa_case(rt, c, args)
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": "bsa", "shape": f"bsa_fwd {c}", "impl": "(case)",
+                             "error": f"{type(e).__name__}: {e}"})
+                torch.cuda.empty_cache()
+        if args.suite in ("bsa_bwd", "all"):
+            for c in bsa_cases(args.quick):  # the bsa suite's shapes
+                print(f"[bsa_bwd] {c}")
+                sys.stdout.flush()
+                try:
+                    run_bsa_bwd_case(rt, c, args)
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": "bsa_bwd", "shape": f"bsa_bwd {c}", "impl": "(case)",
+                             "error": f"{type(e).__name__}: {e}"})
+                torch.cuda.empty_cache()
+        if args.suite in ("decode", "all"):
+            for c in decode_cases(args.quick):
+                print(f"[decode] {decode_name(c)}")
+                sys.stdout.flush()
+                try:
+                    run_decode_case(rt, c, args)
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": "decode", "shape": decode_name(c), "impl": "(case)",
+                             "error": f"{type(e).__name__}: {e}"})
+                torch.cuda.empty_cache()
+        if args.suite in ("prefill_append", "all"):
+            for c in prefill_append_cases(args.quick):
+                print(f"[prefill_append] {prefill_append_name(c)}")
+                sys.stdout.flush()
+                try:
+                    run_prefill_append_case(rt, c, args)
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    add_row({"suite": "prefill_append", "shape": prefill_append_name(c), "impl": "(case)",
+                             "error": f"{type(e).__name__}: {e}"})
+                torch.cuda.empty_cache()
     finally:
         print_table()
         if args.json:

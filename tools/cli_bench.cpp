@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -333,9 +334,223 @@ void gqa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
   }
 }
 
+// bsa_bwd on the README's block-sparse shapes: bf16 BHSD, B=1, H=32 (MHA), S=16384, D=128, every query
+// block attending to 16 of 128 key blocks of 128 tokens, or 32 of 256 blocks of 64 (random distinct
+// blocks per row, fixed count). o and lse come from bsa_fwd when this build has it (else o random and
+// lse = 10, which only changes the values, not the work). TFLOP/s counted as FlashAttention does:
+// 2.5 x the forward's 4 * visible pairs * D.
+void bsa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  struct Shape {
+    int64_t B, H, S, D, bs, K;
+  };
+  const Shape shapes[] = {{1, 32, 16384, 128, 128, 16}, {1, 32, 16384, 128, 64, 32}};
+  const Device dev{DeviceKind::kCUDA, 0};
+  for (const auto& sh : shapes) {
+    const int64_t N = sh.S / sh.bs;
+    const size_t t_bytes = static_cast<size_t>(sh.B * sh.H * sh.S * sh.D * 2);
+    DeviceBuffer q(t_bytes), k(t_bytes), v(t_bytes), o(t_bytes), dout(t_bytes), dq(t_bytes), dk(t_bytes), dv(t_bytes);
+    DeviceBuffer lse(static_cast<size_t>(sh.B * sh.H * sh.S * 4)), index(static_cast<size_t>(sh.B * sh.H * N * sh.K * 4));
+    std::vector<uint8_t> pattern(std::min<size_t>(t_bytes, 32ull << 20));
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      float f = nd(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      pattern[i] = static_cast<uint8_t>(bits >> 16);
+      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+    for (DeviceBuffer* b : {&q, &k, &v, &o, &dout}) KvWriteProblem::fill(*b, pattern);
+    std::vector<int32_t> idx(static_cast<size_t>(sh.B * sh.H * N * sh.K));
+    std::vector<int32_t> perm(static_cast<size_t>(N));
+    for (size_t row = 0; row < idx.size() / sh.K; ++row) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.begin() + sh.K, idx.begin() + row * sh.K);
+    }
+    index.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(idx.data()),
+                                      reinterpret_cast<uint8_t*>(idx.data()) + idx.size() * 4));
+    std::vector<float> lse_host(static_cast<size_t>(sh.B * sh.H * sh.S), 10.f);
+    lse.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(lse_host.data()),
+                                    reinterpret_cast<uint8_t*>(lse_host.data()) + lse_host.size() * 4));
+    const std::vector<int64_t> qs = {sh.B, sh.H, sh.S, sh.D};
+    TensorArgs args;
+    args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, qs, dev));
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, qs, dev));
+    args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, qs, dev));
+    args.set("q2k_block_index", TensorRef::contiguous(index.data(), DType::kI32, {sh.B, sh.H, N, sh.K}, dev));
+    const nlohmann::json cfg = {{"sparse_block_size", sh.bs}, {"block_sparse_num", sh.K}};
+    std::string o_note = "o, lse from bsa_fwd";
+    try {
+      TensorArgs fargs = args;
+      fargs.set("o", TensorRef::contiguous(o.data(), DType::kBF16, qs, dev));
+      fargs.set("lse", TensorRef::contiguous(lse.data(), DType::kF32, {sh.B, sh.H, sh.S}, dev));
+      rt.op("bsa_fwd", cfg).run(fargs, nullptr);
+    } catch (const Error& e) {
+      o_note = "o random, lse = 10 (bsa_fwd unavailable)";
+    }
+    args.set("o", TensorRef::contiguous(o.data(), DType::kBF16, qs, dev));
+    args.set("do", TensorRef::contiguous(dout.data(), DType::kBF16, qs, dev));
+    args.set("lse", TensorRef::contiguous(lse.data(), DType::kF32, {sh.B, sh.H, sh.S}, dev));
+    args.set("dq", TensorRef::contiguous(dq.data(), DType::kBF16, qs, dev));
+    args.set("dk", TensorRef::contiguous(dk.data(), DType::kBF16, qs, dev));
+    args.set("dv", TensorRef::contiguous(dv.data(), DType::kBF16, qs, dev));
+    const std::string what = fmt::format("bsa_bwd bf16 B{} H{} S{} D{} bs{} K{}/{}", sh.B, sh.H, sh.S, sh.D, sh.bs, sh.K, N);
+    Plan plan;
+    try {
+      plan = rt.op("bsa_bwd", cfg).plan(args);
+    } catch (const Error& e) {
+      rows.push_back({what, "error", e.what()});
+      continue;
+    }
+    const double ms = time_ms(3, a.reps, [&] { plan.execute(args, nullptr); });
+    const double pairs = double(sh.B) * sh.H * sh.S * sh.K * sh.bs;
+    const double tflops = 2.5 * 4.0 * pairs * sh.D / (ms * 1e-3) / 1e12;
+    rows.push_back({what, fmt::format("{:.1f} TF/s", tflops), fmt::format("{:.3f} ms, {}", ms, o_note)});
+    out["bsa_bwd"][what] = tflops;
+  }
+}
+
+// lightning_indexer on the issue's shapes: bf16, B = 1, H = 64, D = 128, topk = 2048, T = S, causal
+// (and one full shape). TFLOP/s of the score MMAs (2 T S H D, halved for causal) and the fraction of the
+// 801 TFLOP/s bf16 dense ceiling (GPU.md).
+void lightning_indexer_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  struct Shape {
+    int64_t T, H, D, topk;
+    bool causal;
+  };
+  const Shape shapes[] = {{8192, 64, 128, 2048, true}, {32768, 64, 128, 2048, true}, {8192, 64, 128, 2048, false},
+                          {32768, 64, 128, 512, true}};
+  const Device dev{DeviceKind::kCUDA, 0};
+  for (const auto& sh : shapes) {
+    const int64_t T = sh.T, S = sh.T;
+    const size_t q_bytes = static_cast<size_t>(T * sh.H * sh.D * 2), k_bytes = static_cast<size_t>(S * sh.D * 2);
+    const size_t w_bytes = static_cast<size_t>(T * sh.H * 2), o_bytes = static_cast<size_t>(T * sh.topk * 4);
+    DeviceBuffer q(q_bytes), k(k_bytes), w(w_bytes), o(o_bytes);
+    std::vector<uint8_t> pattern(std::min<size_t>(q_bytes, 32ull << 20));
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      float f = nd(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      pattern[i] = static_cast<uint8_t>(bits >> 16);
+      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+    KvWriteProblem::fill(q, pattern);
+    KvWriteProblem::fill(k, pattern);
+    KvWriteProblem::fill(w, pattern);
+    TensorArgs args;
+    args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, {1, T, sh.H, sh.D}, dev));
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, {1, S, sh.D}, dev));
+    args.set("weights", TensorRef::contiguous(w.data(), DType::kBF16, {1, T, sh.H}, dev));
+    args.set("indices", TensorRef::contiguous(o.data(), DType::kI32, {1, T, sh.topk}, dev));
+    const std::string what = fmt::format("lightning_indexer bf16 T{} H{} D{} topk{} {}", T, sh.H, sh.D, sh.topk,
+                                         sh.causal ? "causal" : "full");
+    Plan plan;
+    try {
+      plan = rt.op("lightning_indexer", {{"topk", sh.topk}, {"causal", sh.causal}}).plan(args);
+    } catch (const Error& e) {
+      rows.push_back({what, "error", e.what()});
+      continue;
+    }
+    const double ms = time_ms(2, a.reps, [&] { plan.execute(args, nullptr); });
+    const double pairs = sh.causal ? T * (T + 1) / 2.0 : double(T) * S;
+    const double tflops = 2.0 * pairs * sh.H * sh.D / (ms * 1e-3) / 1e12;
+    rows.push_back({what, fmt::format("{:.3f} ms", ms),
+                    fmt::format("{:.1f} TF/s score MMAs, {:.1f}% of 801; {}", tflops, 100 * tflops / 801,
+                                plan.describe().substr(plan.describe().find(": ") + 2))});
+    out["lightning_indexer"][what] = {{"ms", ms}, {"tflops", tflops}};
+  }
+}
+
+// bsa_fwd / bsa_fp8_fwd on the block-sparse issue shapes: bf16 BHSD, B=1, H=32 (MHA), S=16384, D=128,
+// every query block attending to 16 of 128 key blocks of 128 tokens, or 32 of 256 blocks of 64 (random
+// distinct blocks per row, fixed count). TFLOP/s effective: 4 * visible pairs * D (bs 128 and 64 give
+// the same 2048 visible keys per row).
+void bsa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  struct Shape {
+    int64_t B, H, S, D, bs, K;
+  };
+  const Shape shapes[] = {{1, 32, 16384, 128, 128, 16}, {1, 32, 16384, 128, 64, 32}};
+  const Device dev{DeviceKind::kCUDA, 0};
+  for (const auto& sh : shapes) {
+    const int64_t N = sh.S / sh.bs;
+    const size_t t_bytes = static_cast<size_t>(sh.B * sh.H * sh.S * sh.D * 2);
+    DeviceBuffer q(t_bytes), k(t_bytes), v(t_bytes), o(t_bytes);
+    DeviceBuffer lse(static_cast<size_t>(sh.B * sh.H * sh.S * 4)), index(static_cast<size_t>(sh.B * sh.H * N * sh.K * 4));
+    std::vector<uint8_t> pattern(std::min<size_t>(t_bytes, 32ull << 20));
+    std::mt19937_64 rng(13);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      float f = nd(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      pattern[i] = static_cast<uint8_t>(bits >> 16);
+      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+    for (DeviceBuffer* b : {&q, &k, &v}) KvWriteProblem::fill(*b, pattern);
+    std::vector<int32_t> idx(static_cast<size_t>(sh.B * sh.H * N * sh.K));
+    std::vector<int32_t> perm(static_cast<size_t>(N));
+    for (size_t row = 0; row < idx.size() / sh.K; ++row) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.begin() + sh.K, idx.begin() + row * sh.K);
+    }
+    index.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(idx.data()),
+                                      reinterpret_cast<uint8_t*>(idx.data()) + idx.size() * 4));
+    const std::vector<int64_t> qs = {sh.B, sh.H, sh.S, sh.D};
+    TensorArgs args;
+    args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, qs, dev));
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, qs, dev));
+    args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, qs, dev));
+    args.set("q2k_block_index", TensorRef::contiguous(index.data(), DType::kI32, {sh.B, sh.H, N, sh.K}, dev));
+    args.set("o", TensorRef::contiguous(o.data(), DType::kBF16, qs, dev));
+    const double pairs = double(sh.B) * sh.H * sh.S * sh.K * sh.bs;
+    double bf16_ms = 0;  // bsa_fwd's time on this shape, for bsa_fp8_fwd's speed-up row
+    for (const char* op : {"bsa_fwd", "bsa_fp8_fwd"}) {
+      const bool fp8 = std::string(op) == "bsa_fp8_fwd";
+      if (fp8 && sh.bs != 64) continue;  // bsa_fp8_fwd is blk64 only
+      TensorArgs call = args;
+      if (!fp8) call.set("lse", TensorRef::contiguous(lse.data(), DType::kF32, {sh.B, sh.H, sh.S}, dev));
+      nlohmann::json cfg = {{"block_sparse_num", sh.K}};
+      if (!fp8) cfg["sparse_block_size"] = sh.bs;
+      const std::string what = fmt::format("{} bf16 B{} H{} S{} D{} bs{} K{}/{}", op, sh.B, sh.H, sh.S, sh.D, sh.bs, sh.K, N);
+      Plan plan;
+      try {
+        plan = rt.op(op, cfg).plan(call);
+      } catch (const Error& e) {
+        rows.push_back({what, "error", e.what()});
+        continue;
+      }
+      const double ms = time_ms(3, a.reps, [&] { plan.execute(call, nullptr); });
+      const double tflops = 4.0 * pairs * sh.D / (ms * 1e-3) / 1e12;
+      rows.push_back({what, fmt::format("{:.1f} TF/s", tflops),
+                      fmt::format("{:.3f} ms, {}", ms, plan.describe().substr(plan.describe().find(": ") + 2))});
+      out["bsa"][what] = tflops;
+      if (!fp8) bf16_ms = ms;
+      if (fp8 && bf16_ms > 0) {
+        const std::string su = fmt::format("bsa_fp8_fwd speed-up over bsa_fwd B{} H{} S{} D{} bs{} K{}/{}", sh.B, sh.H,
+                                           sh.S, sh.D, sh.bs, sh.K, N);
+        rows.push_back({su, fmt::format("{:.2f}x", bf16_ms / ms),
+                        fmt::format("{:.3f} ms (bf16) / {:.3f} ms (fp8, quantisation pre-pass included)", bf16_ms, ms)});
+        out["bsa"][su] = bf16_ms / ms;
+      }
+    }
+  }
+}
+
 bool wants(const BenchArgs& a, const char* suite) {
   return a.suites.empty() || std::find(a.suites.begin(), a.suites.end(), suite) != a.suites.end();
 }
+
+}  // namespace
+
+// tools/bench_fp8_indexer.cpp: the fp8_lightning_indexer and topk_select suites.
+void indexer_benches(Runtime& rt, int reps, bool fp8, bool topk, std::vector<std::array<std::string, 3>>& rows,
+                     nlohmann::json& out);
+
+namespace {
 
 int run_bench(const BenchArgs& a) {
   if (!a.probe.empty()) return probe(a.probe);
@@ -363,6 +578,14 @@ int run_bench(const BenchArgs& a) {
     }
     if (wants(a, "paged_kv_write")) kv_write_bandwidth(rows, rt, a, out);
     if (wants(a, "gqa")) gqa_bench(rows, rt, a, out);
+    if (wants(a, "lightning_indexer")) lightning_indexer_bench(rows, rt, a, out);
+    if (wants(a, "bsa_bwd")) bsa_bwd_bench(rows, rt, a, out);
+    if (wants(a, "bsa")) bsa_bench(rows, rt, a, out);
+    if (wants(a, "fp8_lightning_indexer") || wants(a, "topk_select")) {
+      std::vector<std::array<std::string, 3>> r3;
+      indexer_benches(rt, a.reps, wants(a, "fp8_lightning_indexer"), wants(a, "topk_select"), r3, out);
+      for (auto& r : r3) rows.push_back({r[0], r[1], r[2]});
+    }
   } else if (wants(a, "runtime")) {
     // Without a GPU, plan() on the reference path still measures validation + signature + lookup.
     Runtime rt;
@@ -394,8 +617,9 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure compile/load/plan/execute costs and op bandwidth (GPU figures need a GPU)");
-  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa (repeatable; default: all)")
-      ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa"}));
+  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa, bsa, bsa_bwd, lightning_indexer, fp8_lightning_indexer, topk_select (repeatable; default: all)")
+      ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa", "bsa", "bsa_bwd", "lightning_indexer",
+                                 "fp8_lightning_indexer", "topk_select"}));
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
   cmd->add_option("--gib", args->gib, "GiB of k+v tokens for the paged_kv_write bandwidth run");

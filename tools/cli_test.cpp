@@ -16,6 +16,7 @@
 #include "jit/cuda_driver.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_case.hpp"
+#include "topk_check.hpp"
 
 namespace attnjit::cli {
 
@@ -124,6 +125,18 @@ std::vector<HostTensor> make_inputs(const TestCase& c) {
   return host;
 }
 
+// The case's "setup" entries: another op's CPU reference run on (and writing into) the case's tensors.
+void apply_setup(Runtime& rt, const TestCase& c, std::vector<HostTensor>& host) {
+  if (c.setup.is_null()) return;
+  for (const auto& s : c.setup) {
+    TensorArgs args;
+    for (const auto& [arg, tn] : s["tensors"].items())
+      for (size_t i = 0; i < c.tensors.size(); ++i)
+        if (c.tensors[i].name == tn.get<std::string>()) args.set(arg, host[i].ref(host[i].bytes.data(), {}));
+    rt.op(s["op"].get<std::string>(), with_impl(s.value("config", nlohmann::json::object()), "reference")).run(args);
+  }
+}
+
 TensorArgs host_args(const TestCase& c, std::vector<HostTensor>& host) {
   TensorArgs args;
   for (size_t i = 0; i < host.size(); ++i) args.set(c.tensors[i].name, host[i].ref(host[i].bytes.data(), {}));
@@ -131,15 +144,51 @@ TensorArgs host_args(const TestCase& c, std::vector<HostTensor>& host) {
 }
 
 // Compares `got` against `want` for every compared tensor; appends to `o` and returns false on a miss.
-bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& got, const std::vector<HostTensor>& want,
-                     const char* what, Outcome& o) {
+// `inputs` are the case's host inputs (for the top-k scorers).
+bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
+                     const std::vector<HostTensor>& want, const char* what, Outcome& o) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     auto it = c.compare.find(c.tensors[i].name);
     if (it == c.compare.end()) continue;
+    if (it->second.mode == "topk") {
+      // SPEC.md §1.9: both sides must satisfy the rule against the op's scorer (raw order and tie
+      // choices may differ between them).
+      auto scorer = make_topk_scorer(c, inputs, c.tensors[i].name);
+      TopkCheckOptions opts;
+      opts.ascending = it->second.ascending;
+      const TopkCheckResult g = check_topk(*scorer, got[i], opts);
+      if (!g.ok) {
+        o.detail = fmt::format("{}: top-k rule: {}", what, g.detail);
+        return false;
+      }
+      const TopkCheckResult w = check_topk(*scorer, want[i], opts);
+      if (!w.ok) {
+        o.detail = fmt::format("{}: top-k rule (expected side): {}", what, w.detail);
+        return false;
+      }
+      continue;
+    }
     if (it->second.mode == "bitwise") {
       std::string diff;
       if (!bitwise_equal(got[i], want[i], &diff)) {
         o.detail = fmt::format("{}: {} not bitwise equal: {}", what, c.tensors[i].name, diff);
+        return false;
+      }
+    } else if (it->second.mode == "ulp") {
+      std::string where;
+      const double err = ulp_error(got[i], want[i], &where);
+      if (!(err <= it->second.max_ulp)) {
+        o.detail = fmt::format("{}: {} ulp error {:.3g} > max_ulp {:g} ({})", what, c.tensors[i].name, err,
+                               it->second.max_ulp, where);
+        return false;
+      }
+    } else if (it->second.mode == "masked_nse") {
+      std::string where;
+      const double nse = masked_nse(got[i], want[i], &where);
+      o.worst_rel = std::max(o.worst_rel, std::sqrt(nse));
+      if (!(nse <= it->second.tol)) {
+        o.detail = fmt::format("{}: {} normalised squared error {:.3e} > tol {:.1e}{}", what, c.tensors[i].name, nse,
+                               it->second.tol, where.empty() ? "" : " (" + where + ")");
         return false;
       }
     } else if (it->second.mode == "lse") {
@@ -211,6 +260,7 @@ Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
 Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   Outcome o;
   auto inputs = make_inputs(c);
+  apply_setup(rt, c, inputs);
   // 1. Compile the kernels the call selects (this also runs the kernel path's descriptor checks).
   auto dargs = descriptor_args(c);
   const std::string arch = gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch();
@@ -225,8 +275,19 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
     std::vector<HostTensor> golden = ref;
     for (size_t i = 0; i < c.tensors.size(); ++i)
       if (c.golden.contains(c.tensors[i].name)) golden[i] = golden_tensor(c.tensors[i], c.golden[c.tensors[i].name]);
-    if (!compare_outputs(c, ref, golden, "reference vs golden", o)) return {Verdict::kFail, o.detail};
+    if (!compare_outputs(c, inputs, ref, golden, "reference vs golden", o)) return {Verdict::kFail, o.detail};
     checks.push_back("reference = golden");
+  }
+  if (c.repeat && !gpu) {
+    auto again = inputs;
+    auto aargs = host_args(c, again);
+    rt.op(c.op, with_impl(c.config, "reference")).run(aargs);
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      std::string diff;
+      if (c.tensors[i].output && !bitwise_equal(again[i], ref[i], &diff))
+        return {Verdict::kFail, fmt::format("reference: a repeated call changed {}: {}", c.tensors[i].name, diff)};
+    }
+    checks.push_back("repeated reference call byte-identical");
   }
   // 3. The kernel, on the GPU, on the same inputs.
   if (gpu) {
@@ -245,7 +306,24 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
       got[i].bytes = bufs[i].download();
       got[i].bytes.resize(inputs[i].bytes.size());
     }
-    if (!compare_outputs(c, got, ref, "kernel vs reference", o)) return {Verdict::kFail, o.detail};
+    if (!compare_outputs(c, inputs, got, ref, "kernel vs reference", o)) return {Verdict::kFail, o.detail};
+    if (c.repeat) {
+      // Outputs poisoned again, the same inputs, a second call: byte-identical outputs.
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (c.tensors[i].output) bufs[i].upload(inputs[i].bytes);
+      rt.op(c.op, with_impl(c.config, "kernel")).run(args, nullptr);
+      drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize after the repeated kernel");
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!c.tensors[i].output) continue;
+        HostTensor again = got[i];
+        again.bytes = bufs[i].download();
+        again.bytes.resize(inputs[i].bytes.size());
+        std::string diff;
+        if (!bitwise_equal(again, got[i], &diff))
+          return {Verdict::kFail, fmt::format("kernel: a repeated call changed {}: {}", c.tensors[i].name, diff)};
+      }
+      checks.push_back("repeated kernel call byte-identical");
+    }
     checks.push_back(fmt::format("kernel = reference{}", o.worst_rel > 0 ? fmt::format(" (rel_l2 {:.2e})", o.worst_rel) : ""));
   } else if (c.golden.is_null()) {
     return {Verdict::kSkip, fmt::format("no GPU: {} kernel(s) compiled and the reference ran; the comparison needs a GPU",

@@ -90,10 +90,22 @@ std::vector<TestCase> load_test_cases(const std::string& path) {
         CompareSpec cs;
         cs.mode = cj.value("mode", "rel_l2");
         cs.tol = cj.value("tol", 0.0);
-        if (cs.mode != "bitwise" && cs.mode != "rel_l2" && cs.mode != "lse") malformed(where, "compare " + name + ": unknown mode " + cs.mode);
+        cs.ascending = cj.value("ascending", false);
+        cs.max_ulp = cj.value("max_ulp", -1.0);
+        if (cs.mode != "bitwise" && cs.mode != "rel_l2" && cs.mode != "lse" && cs.mode != "topk" && cs.mode != "ulp" &&
+            cs.mode != "masked_nse")
+          malformed(where, "compare " + name + ": unknown mode " + cs.mode);
         if (cs.mode == "rel_l2" && !(cs.tol > 0)) malformed(where, "compare " + name + ": rel_l2 needs tol > 0");
+        if (cs.mode == "masked_nse" && !(cs.tol > 0)) malformed(where, "compare " + name + ": masked_nse needs tol > 0");
+        if (cs.mode == "ulp" && !(cs.max_ulp >= 0)) malformed(where, "compare " + name + ": ulp needs max_ulp >= 0");
         bool found = false;
-        for (const auto& t : c.tensors) found = found || (t.name == name && t.output);
+        for (const auto& t : c.tensors) {
+          if (t.name != name || !t.output) continue;
+          found = true;
+          if (cs.mode == "ulp" && t.dtype != DType::kF16 && t.dtype != DType::kBF16 && t.dtype != DType::kE4M3 &&
+              t.dtype != DType::kF32)
+            malformed(where, "compare " + name + ": ulp needs an fp16, bf16, e4m3 or fp32 tensor");
+        }
         if (!found) malformed(where, "compare names " + name + ", which is not an output tensor");
         c.compare[name] = cs;
       }
@@ -103,6 +115,20 @@ std::vector<TestCase> load_test_cases(const std::string& path) {
       c.expect_error = ExpectedError{j["expect_error"].value("category", ""), j["expect_error"].value("contains", "")};
     }
     c.gpu_only = j.value("gpu_only", false);
+    c.repeat = j.value("repeat", false);
+    if (j.contains("setup")) {
+      c.setup = j["setup"];
+      if (!c.setup.is_array()) malformed(where, "\"setup\" must be a list");
+      for (const auto& s : c.setup) {
+        if (!s.is_object() || !s.contains("op") || !s.contains("tensors") || !s["tensors"].is_object())
+          malformed(where, "a setup entry needs \"op\" and a \"tensors\" map");
+        for (const auto& [arg, tn] : s["tensors"].items()) {
+          bool found = false;
+          for (const auto& t : c.tensors) found = found || (tn.is_string() && t.name == tn.get<std::string>());
+          if (!found) malformed(where, "setup " + arg + " names no tensor of the case");
+        }
+      }
+    }
     if (!c.expect_error && c.compare.empty()) malformed(where, "a case needs \"compare\" or \"expect_error\"");
     cases.push_back(std::move(c));
     ++index;
@@ -197,6 +223,29 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
       const int64_t slot = coin(rng) < skip ? -1 : vj;
       numeric::store_from_double(base, spec.dtype, i, static_cast<double>(slot));
     }
+  } else if (kind == "rows") {
+    // {"ranges": [[first, count], ...], "init": {...}, "else": {...}}: the listed rows (dim 0) take one
+    // init, the rest of the storage the other (e.g. page pools: cached rows random, the rest poisoned).
+    if (spec.shape.empty()) bad("needs a tensor of rank >= 1");
+    TensorSpec rest = spec, rows = spec;
+    rest.init = spec.init.value("else", nlohmann::json{{"kind", "poison"}});
+    rows.init = spec.init.at("init");
+    if (rest.init.value("kind", "") == "rows" || rows.init.value("kind", "") == "rows") bad("rows inits do not nest");
+    h.bytes = make_host_tensor(rest, seed).bytes;
+    const HostTensor in = make_host_tensor(rows, seed);
+    const auto strides = spec.resolved_strides();
+    TensorSpec inner;
+    inner.shape.assign(spec.shape.begin() + 1, spec.shape.end());
+    inner.strides.assign(strides.begin() + 1, strides.end());
+    const int64_t span = inner.storage_elements();  // storage of one row
+    for (const auto& r : spec.init.at("ranges")) {
+      const int64_t first = r.at(0).get<int64_t>(), count = r.at(1).get<int64_t>();
+      if (first < 0 || count < 0 || first + count > spec.shape[0])
+        bad(fmt::format("range [{}, {}) outside dim 0 of extent {}", first, first + count, spec.shape[0]));
+      for (int64_t k = first; k < first + count; ++k)
+        std::memcpy(h.bytes.data() + k * strides[0] * es, in.bytes.data() + k * strides[0] * es,
+                    static_cast<size_t>(span * es));
+    }
   } else {
     bad("unknown init kind");
   }
@@ -258,6 +307,29 @@ double lse_error(const HostTensor& out, const HostTensor& ref, std::string* wher
   return worst;
 }
 
+double masked_nse(const HostTensor& out, const HostTensor& ref, std::string* where) {
+  double num = 0, den = 0;
+  bool mismatch = false;
+  for_each_element(*out.spec, [&](int64_t off) {
+    if (mismatch) return;
+    const double x = numeric::load_as_double(out.bytes.data(), out.spec->dtype, off);
+    const double y = numeric::load_as_double(ref.bytes.data(), ref.spec->dtype, off);
+    if (std::isnan(y)) return;
+    if (std::isinf(y) || !std::isfinite(x)) {
+      if (x != y) {
+        mismatch = true;
+        if (where) *where = fmt::format("storage element {}: {} vs reference {}", off, x, y);
+      }
+      return;
+    }
+    num += (x - y) * (x - y);
+    den += y * y;
+  });
+  if (mismatch) return std::numeric_limits<double>::infinity();
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return num / den;
+}
+
 bool zeros_match(const HostTensor& out, const HostTensor& ref, std::string* where) {
   // Rows (innermost axis) that are all exact zeros in the reference are rows the contract makes zero
   // (empty visible sets, +inf sinks): the output's row must be exact zeros too. A lone zero element
@@ -306,6 +378,40 @@ bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where)
     }
   }
   return true;
+}
+
+double ulp_error(const HostTensor& out, const HostTensor& ref, std::string* where) {
+  const DType dt = ref.spec->dtype;
+  // Mantissa bits and the exponent of the smallest normal of the stored dtype.
+  int mant = 23, emin = -126;
+  if (dt == DType::kF16) mant = 10, emin = -14;
+  else if (dt == DType::kBF16) mant = 7, emin = -126;
+  else if (dt == DType::kE4M3) mant = 3, emin = -6;
+  const int es = dtype_size(dt);
+  const int64_t n = static_cast<int64_t>(std::min(out.bytes.size(), ref.bytes.size())) / es;
+  double worst = out.bytes.size() == ref.bytes.size() ? 0.0 : std::numeric_limits<double>::infinity();
+  if (where && worst > 0) *where = fmt::format("storage sizes differ ({} vs {} bytes)", out.bytes.size(), ref.bytes.size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(out.bytes.data() + i * es, ref.bytes.data() + i * es, es) == 0) continue;
+    const double x = numeric::load_as_double(out.bytes.data(), dt, i);
+    const double y = numeric::load_as_double(ref.bytes.data(), dt, i);
+    double e;
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      e = std::numeric_limits<double>::infinity();  // NaN / inf must be bitwise identical
+    } else {
+      int exp2 = emin;
+      if (y != 0) {
+        std::frexp(y, &exp2);  // |y| = f * 2^exp2, f in [0.5, 1): |y| in [2^(exp2-1), 2^exp2)
+        exp2 = std::max(exp2 - 1, emin);
+      }
+      e = std::fabs(x - y) / std::ldexp(1.0, exp2 - mant);
+    }
+    if (e > worst) {
+      worst = e;
+      if (where) *where = fmt::format("storage element {}: {} vs reference {}", i, x, y);
+    }
+  }
+  return worst;
 }
 
 HostTensor golden_tensor(const TensorSpec& spec, const nlohmann::json& golden) {

@@ -3,17 +3,31 @@
 // A file holds one case object or {"cases": [ ... ]}. A case:
 //   {"name": "...", "op": "paged_kv_write", "config": {...}, "seed": 1,
 //    "tensors": {"<arg>": {"shape": [...], "dtype": "bf16", "strides": [...]?, "init": {...}, "output": bool?}},
-//    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2} | {"mode": "lse"}},
+//    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2} | {"mode": "lse"}
+//                        | {"mode": "topk", "ascending": bool?} | {"mode": "ulp", "max_ulp": 2}},
 //      rel_l2: ||out - ref|| / ||ref|| <= tol, NaN fails, and every row (innermost axis) the reference
 //      makes all exact zeros (rows the contract makes zero) must be exact zeros; lse: |out - ref| <= 2e-3 * max(1, |ref|) where ref is
-//      finite, +-inf must match exactly (SPEC.md §1.12).
+//      finite, +-inf must match exactly (SPEC.md §1.12); ulp (fp16, bf16, e4m3, fp32): every storage element
+//      (gaps included) within max_ulp units in the last place of the stored dtype at the reference value,
+//      |out - ref| / ulp(ref) with ulp(0) the smallest subnormal; NaN and +-inf must match bitwise, so
+//      poisoned bytes the op must leave alone still have to be identical (e.g. pools appended with RoPE).
 //    "golden": {"<arg>": {"bits": [...]} | {"values": [...]}},        (optional; expected reference output)
 //    "expect_error": {"category": "dtype", "contains": "slot_mapping"}, (optional; a rejected call)
-//    "gpu_only": bool?}  (the case concerns the kernel path only: error cases skip the reference)
+//    "gpu_only": bool?,  (the case concerns the kernel path only: error cases skip the reference)
+//    "repeat": bool?}    (a second run must give byte-identical outputs)
+//      topk: index outputs checked by SPEC.md §1.9's rule against the op's scorer (tools/topk_check.hpp);
+//      golden/reference outputs are checked by the same rule (ties may go either way).
 // Init kinds: normal {mean, std, specials?}, uniform {low, high}, values {values}, bits {bits},
-// bytes {pattern?} (random bytes, or one repeated byte), poison (NaN / 0x7FFFFFFF), slots {capacity, skip}.
+// bytes {pattern?} (random bytes, or one repeated byte), poison (NaN / 0x7FFFFFFF), slots {capacity, skip},
+// rows {ranges: [[first, count], ...], init: {...}, else: {...}} (the listed dim-0 rows take `init`, the rest
+// of the storage `else`, default poison; e.g. a page pool with random cached rows and a poisoned remainder).
 // Init covers the tensor's whole storage (gaps between strided rows too), so "bitwise" compares also
 // prove that nothing outside the op's rows was written.
+// "setup": [{"op": "bsa_fwd", "config": {...}, "tensors": {"<setup arg>": "<case tensor>", ...}}, ...]
+//   (optional; compare cases only): after the inits, each entry runs its op's CPU reference on the case's
+//   host tensors (mapped by name; the setup op's outputs are written into the named case tensors), in
+//   order, before anything else. Inputs that are another op's results (e.g. bsa_bwd's o and lse from the
+//   forward) come from that op's reference this way instead of being stored in the file.
 #pragma once
 #include <attnjit/tensor.hpp>
 
@@ -40,8 +54,12 @@ struct TensorSpec {
 };
 
 struct CompareSpec {
-  std::string mode;  // "bitwise" | "rel_l2" | "lse"
+  std::string mode;  // "bitwise" | "rel_l2" | "lse" | "topk" | "ulp" | "masked_nse"
   double tol = 0;
+  double max_ulp = 0;  // ulp: the largest accepted |out - ref| in units of the stored dtype's ulp at ref
+  // topk (index outputs, SPEC.md §1.9 via the op's scorer in tools/topk_check.cpp): also require the
+  // valid entries of every row to be strictly ascending (deterministic modes).
+  bool ascending = false;
 };
 
 struct ExpectedError {
@@ -62,6 +80,11 @@ struct TestCase {
   // The case concerns the kernel path only (e.g. a device alignment rule the host reference does not
   // have): error cases skip the reference's rejection check.
   bool gpu_only = false;
+  // Run the op a second time on the same inputs (outputs poisoned again) and require byte-identical
+  // outputs (deterministic modes): the kernel on a GPU, the reference without one.
+  bool repeat = false;
+  // Reference runs of other ops that fill some of the case's tensors (null when absent).
+  nlohmann::json setup;
 };
 
 // Throws std::runtime_error naming the file and case on a malformed case.
@@ -82,8 +105,18 @@ double rel_l2(const HostTensor& a, const HostTensor& b);
 double lse_error(const HostTensor& out, const HostTensor& ref, std::string* where);
 // Rows (innermost axis) that the reference makes all exact zeros must be all exact zeros in out.
 bool zeros_match(const HostTensor& out, const HostTensor& ref, std::string* where);
+// Compare mode "masked_nse" (fp8_lightning_indexer's logits, SPEC.md §2.3): elements where ref is NaN
+// are not compared (regions the op leaves unspecified keep the reference's poison); where ref is +-inf
+// (the -inf outside windows with clean_logits) out must be the same infinity; over the finite ref
+// elements out must be finite and sum((out - ref)^2) / sum(ref^2) <= tol (all-zero ref: out exact).
+// Returns the normalised squared error (+inf on a pattern mismatch); `where` gets the first mismatch.
+double masked_nse(const HostTensor& out, const HostTensor& ref, std::string* where);
 // Byte-for-byte equality of the whole storage; on failure `where` gets the first differing element.
 bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where);
+// Largest |out - ref| / ulp(ref) over every storage element (fp16, bf16, e4m3, fp32): ulp(ref) is the spacing
+// of the stored dtype at |ref| (the smallest subnormal at 0); elements with identical bits count 0; a NaN or
+// an infinity on either side that is not bitwise identical gives +inf. `where` gets the worst element.
+double ulp_error(const HostTensor& out, const HostTensor& ref, std::string* where);
 // A HostTensor holding the golden bits/values of `spec`.
 HostTensor golden_tensor(const TensorSpec& spec, const nlohmann::json& golden);
 

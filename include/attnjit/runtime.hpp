@@ -30,6 +30,8 @@ struct RuntimeOptions {
   std::string arch;                       // ATTNJIT_ARCH: compile target; empty: the device's, else sm_90a
   std::string gqa_tile;                   // ATTNJIT_GQA_TILE: tuning override of the gqa kernels' tile,
                                           // "BMxBNxWARPS" (e.g. "128x32x4"); empty = the planner's choice
+  std::string decode_tile;                // ATTNJIT_DECODE_TILE: tuning override of the split-KV decode
+                                          // tile of the paged ops, "BNxWARPS" (BM = 16 * WARPS), e.g. "64x1"
 
   static RuntimeOptions from_env();
   // Applies the keys of a JSON object with the field names above (the C ABI's options_json).

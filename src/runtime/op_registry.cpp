@@ -92,6 +92,13 @@ const std::vector<OpDefinition>& op_definitions() {
       gqa_varlen_fwd_definition(),
       gqa_paged_fwd_definition(),
       mha_decode_paged_definition(),
+      gqa_prefill_paged_append_definition(),
+      fp8_lightning_indexer_definition(),
+      topk_select_definition(),
+      lightning_indexer_definition(),
+      bsa_bwd_definition(),
+      bsa_fwd_definition(),
+      bsa_fp8_fwd_definition(),
   };
   return defs;
 }

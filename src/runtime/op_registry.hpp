@@ -99,5 +99,12 @@ OpDefinition gqa_fwd_definition();
 OpDefinition gqa_varlen_fwd_definition();
 OpDefinition gqa_paged_fwd_definition();
 OpDefinition mha_decode_paged_definition();
+OpDefinition gqa_prefill_paged_append_definition();
+OpDefinition fp8_lightning_indexer_definition();
+OpDefinition topk_select_definition();
+OpDefinition lightning_indexer_definition();
+OpDefinition bsa_bwd_definition();
+OpDefinition bsa_fwd_definition();
+OpDefinition bsa_fp8_fwd_definition();
 
 }  // namespace attnjit::detail

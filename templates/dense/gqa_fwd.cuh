@@ -20,23 +20,30 @@ namespace attnjit::kernels {
 // Where the keys of request b live (KV_MODE): dense [B, S_kv, H_kv, D]; packed [T_kv, H_kv, D] with
 // cu_kv offsets; or paged: key j is pool row (page_table[b, j / page_size], j % page_size) and kv_len
 // comes from kv_lens[b].
-enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2 };
+// Paged-append (3): keys below kv_lens[b] are paged pool rows, the rest this call's new rows
+// (gqa_prefill_paged_append).
+enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2, kKvPagedAppend = 3 };
 
 template <typename T_, typename TQ_, typename TKV_, int D_, int BM_, int BN_, int WARPS_, bool CAUSAL_, bool WINDOW_,
-          bool SOFTCAP_, int ROPE_, bool VARLEN_, int KV_MODE_, bool SINKS_>
+          bool SOFTCAP_, int ROPE_, bool VARLEN_, int KV_MODE_, bool SINKS_, bool SPLIT_>
 struct GqaFwdConfig {
   using T = T_;      // compute dtype (MMA operands, output)
   using TQ = TQ_;    // q's dtype: T or __nv_fp8_e4m3
   using TKV = TKV_;  // k's and v's dtype: T or __nv_fp8_e4m3
   static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_;
   static constexpr bool kCausal = CAUSAL_, kWindow = WINDOW_, kSoftcap = SOFTCAP_, kVarlen = VARLEN_, kSinks = SINKS_;
+  static constexpr bool kSplit = SPLIT_;
   static constexpr int kKvMode = KV_MODE_;
   static constexpr int kRope = ROPE_;  // 0 none, 1 neox, 2 interleaved
   static_assert(sizeof(T) == 2, "gqa_fwd: the compute dtype is 16-bit");
   static_assert((sizeof(TQ) == 2 || sizeof(TQ) == 1) && (sizeof(TKV) == 2 || sizeof(TKV) == 1),
                 "gqa_fwd: inputs are 16-bit or e4m3");
-  static_assert(KV_MODE_ >= kKvDense && KV_MODE_ <= kKvPaged, "gqa_fwd: KV mode is dense, packed or paged");
-  static_assert(KV_MODE_ != kKvPacked || VARLEN_, "gqa_fwd: packed keys come with packed queries");
+  static_assert(KV_MODE_ >= kKvDense && KV_MODE_ <= kKvPagedAppend, "gqa_fwd: KV mode is dense, packed, paged or append");
+  static_assert((KV_MODE_ != kKvPacked && KV_MODE_ != kKvPagedAppend) || VARLEN_,
+                "gqa_fwd: packed and appended keys come with packed queries");
+  static_assert(KV_MODE_ != kKvPagedAppend || (sizeof(TQ_) == 2 && ROPE_ == 0 && !SINKS_),
+                "gqa_fwd: the append mode takes 16-bit queries, pre-rotated, without sinks");
+  static_assert(!SPLIT_ || !SINKS_, "gqa_fwd: split-KV applies sinks in the combine step");
   static_assert(D % 32 == 0 && D >= 32 && D <= 256, "gqa_fwd: D must be a multiple of 32 in [32, 256]");
   static_assert(BN % 16 == 0, "gqa_fwd: BN must be a multiple of 16");
   static_assert(BM % (16 * WARPS) == 0, "gqa_fwd: each warp owns a multiple of 16 rows");
@@ -138,6 +145,45 @@ __device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const ty
   }
 }
 
+// Append mode (KV mode 3): loads ROWS key rows n0.. of one request. Key j < old is pool row
+// (page_table[j / page_size], j % page_size), dequantised from e4m3 as rnd(decode(x) * deq) when the
+// pool is e4m3; key old <= j < kv_len is new row j - old; later rows are zero.
+template <typename Cfg, int ROWS>
+__device__ __forceinline__ void load_append_tile(typename Cfg::T* smem, int n0, int old, int kv_len,
+                                                 const typename Cfg::TKV* pool, long long slot_stride,
+                                                 long long page_stride, const int* page_row, long long pt_sp, int page_size,
+                                                 const typename Cfg::T* fresh, long long fresh_stride, float deq) {
+  using T = typename Cfg::T;
+  constexpr int kChunks = Cfg::D / 8;
+  for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += Cfg::kThreads) {
+    const int row = idx / kChunks, ch = idx % kChunks, j = n0 + row;
+    T* dst = smem + row * Cfg::kPitch + ch * 8;
+    if (j >= kv_len) {
+      cp_async_16(dst, nullptr, false);
+    } else if (j >= old) {
+      cp_async_16(dst, fresh + (j - old) * fresh_stride + ch * 8, true);
+    } else {
+      const typename Cfg::TKV* src = pool + static_cast<long long>(page_row[(j / page_size) * pt_sp]) * page_stride +
+                                     (j % page_size) * slot_stride + ch * 8;
+      if constexpr (Cfg::kFp8KV) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(src);
+        const unsigned w[2] = {raw.x, raw.y};
+        unsigned out[4];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const float2 lo = e4m3x2_to_float2(static_cast<unsigned short>(w[q] & 0xFFFF));
+          const float2 hi = e4m3x2_to_float2(static_cast<unsigned short>(w[q] >> 16));
+          out[2 * q] = MmaOp<T>::pack(lo.x * deq, lo.y * deq);
+          out[2 * q + 1] = MmaOp<T>::pack(hi.x * deq, hi.y * deq);
+        }
+        *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+      } else {
+        cp_async_16(dst, src, true);
+      }
+    }
+  }
+}
+
 // Rotates the first R channels of ROWS shared-memory rows (SPEC.md §1.7) in fp32. The rotated value
 // is stored as hi = rnd(x) in `smem` and lo = rnd(x - hi) in `lo_tile`, so that the S = Q K^T products
 // hi*hi + hi*lo + lo*hi recover fp32 accuracy (rounding the rotated operands to 16 bits once would cost
@@ -211,9 +257,9 @@ __device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, 
 }
 
 template <typename T, typename TQ, typename TKV, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP,
-          int ROPE, bool VARLEN, int KV_MODE, bool SINKS>
+          int ROPE, bool VARLEN, int KV_MODE, bool SINKS, bool SPLIT>
 __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ GqaFwdParams p) {
-  using Cfg = GqaFwdConfig<T, TQ, TKV, D, BM, BN, WARPS, CAUSAL, WINDOW, SOFTCAP, ROPE, VARLEN, KV_MODE, SINKS>;
+  using Cfg = GqaFwdConfig<T, TQ, TKV, D, BM, BN, WARPS, CAUSAL, WINDOW, SOFTCAP, ROPE, VARLEN, KV_MODE, SINKS, SPLIT>;
   using Mma = MmaOp<T>;
   constexpr int kPitch = Cfg::kPitch, kMT = Cfg::kMT, kNT = Cfg::kNT, kDT = Cfg::kDT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -226,13 +272,15 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
   const int r = blockIdx.y;  // KV head
   const int g = p.group;
-  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len;
+  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len, kv_old = 0;
+  // Split-KV: z = split (packed queries) or b * n_splits + split.
+  const int split = SPLIT ? (VARLEN ? static_cast<int>(blockIdx.z) : static_cast<int>(blockIdx.z) % p.n_splits) : 0;
   if constexpr (VARLEN) {
     if (!find_varlen_tile<BM>(p, b, tile)) return;
     q_off = p.cu_q[b];
     q_len = p.cu_q[b + 1] - q_off;
   } else {
-    b = blockIdx.z;
+    b = SPLIT ? static_cast<int>(blockIdx.z) / p.n_splits : static_cast<int>(blockIdx.z);
     tile = blockIdx.x;
     q_len = p.s_q;
   }
@@ -241,16 +289,20 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   } else if constexpr (KV_MODE == kKvPacked) {
     kv_off = p.cu_kv[b];
     kv_len = p.cu_kv[b + 1] - kv_off;
-  } else {
+  } else if constexpr (KV_MODE == kKvPaged) {
     kv_len = p.kv_lens[b * p.kv_lens_s];
+  } else {
+    kv_old = p.kv_lens[b * p.kv_lens_s];
+    kv_len = kv_old + q_len;
   }
   const int m_base = tile * BM;
   if (m_base >= q_len * g) return;
 
   const TQ* qb = static_cast<const TQ*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
   // Paged: kb/vb point at KV head r of pool row 0; otherwise at the request's first key.
-  const long long k_base = KV_MODE == kKvPaged ? 0 : KV_MODE == kKvPacked ? kv_off * p.k_ss : b * p.k_sb;
-  const long long v_base = KV_MODE == kKvPaged ? 0 : KV_MODE == kKvPacked ? kv_off * p.v_ss : b * p.v_sb;
+  constexpr bool kPool = KV_MODE == kKvPaged || KV_MODE == kKvPagedAppend;
+  const long long k_base = kPool ? 0 : KV_MODE == kKvPacked ? kv_off * p.k_ss : b * p.k_sb;
+  const long long v_base = kPool ? 0 : KV_MODE == kKvPacked ? kv_off * p.v_ss : b * p.v_sb;
   const TKV* kb = static_cast<const TKV*>(p.k) + k_base + r * p.k_sh;
   const TKV* vb = static_cast<const TKV*>(p.v) + v_base + r * p.v_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
@@ -258,7 +310,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   // score_scale turns a score into a log2-domain logit: sm_scale * log2(e) for raw dot products, 1 for
   // softcapped scores (already logits).
   float score_scale = SOFTCAP ? 1.f : p.scale_log2, softcap_inv_scale = p.softcap_inv_scale, out_scale_v = 1.f;
-  if constexpr (Cfg::kFp8Q || Cfg::kFp8KV) {
+  if constexpr (KV_MODE != kKvPagedAppend && (Cfg::kFp8Q || Cfg::kFp8KV)) {
     float qk = 1.f;
     if constexpr (Cfg::kFp8Q) qk *= p.q_scale[b * p.qsc_sb + r * p.qsc_sr];
     if constexpr (Cfg::kFp8KV) {
@@ -280,8 +332,15 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     if (p.window_left >= 0) lo = max(lo, p_min - p.window_left);
     if (p.window_right >= 0) hi = min(hi, p_max + p.window_right + 1);
   }
-  const int n_first = lo / BN * BN;
-  const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
+  int n_first = lo / BN * BN;
+  int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
+  if constexpr (SPLIT) {
+    // This CTA's run of tiles: the split-th of n_splits runs of (nearly) equal length.
+    const int per = (num_tiles + p.n_splits - 1) / p.n_splits;
+    const int first = min(num_tiles, split * per);
+    num_tiles = min(num_tiles, first + per) - first;
+    n_first += first * BN;
+  }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_row0 = warp * Cfg::kWarpRows;
@@ -322,7 +381,16 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   auto issue_kv = [&](int t) {
     if (t < num_tiles) {
       const int n0 = n_first + t * BN;
-      if constexpr (KV_MODE == kKvPaged) {
+      if constexpr (KV_MODE == kKvPagedAppend) {
+        const int* page_row = p.page_table + b * p.pt_sb;
+        const T* kn = static_cast<const T*>(p.k_new) + q_off * p.kn_ss + r * p.kn_sh;
+        const T* vn = static_cast<const T*>(p.v_new) + q_off * p.vn_ss + r * p.vn_sh;
+        const float kdeq = Cfg::kFp8KV ? p.k_scale[0] : 1.f, vdeq = Cfg::kFp8KV ? p.v_scale[0] : 1.f;
+        load_append_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, kb, p.k_ss, p.k_sp, page_row, p.pt_sp,
+                                  p.page_size, kn, p.kn_ss, kdeq);
+        load_append_tile<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, vb, p.v_ss, p.v_sp, page_row, p.pt_sp,
+                                  p.page_size, vn, p.vn_ss, vdeq);
+      } else if constexpr (KV_MODE == kKvPaged) {
         // NOTE: page-table entries are read only for keys < kv_len (SPEC.md §2.9: later entries may hold
         // anything).
         auto paged_row = [&](const TKV* base, long long slot_stride, long long page_stride) {
@@ -573,6 +641,19 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
         }
       }
       const float inv = l > 0.f ? out_scale / l : 0.f;
+      if constexpr (SPLIT) {
+        if (i < q_len) {
+          const long long row = (VARLEN ? q_off + i : static_cast<long long>(b) * p.s_q + i) * (p.h_kv * g) + h;
+          const long long at = static_cast<long long>(split) * p.part_rows + row;
+          float* orow = p.o_part + at * D + 2 * (lane % 4);
+#pragma unroll
+          for (int dt = 0; dt < kDT; ++dt)
+            *reinterpret_cast<float2*>(orow + dt * 8) =
+                make_float2(o_acc[mt][dt][2 * hf] * inv, o_acc[mt][dt][2 * hf + 1] * inv);
+          if (lane % 4 == 0) p.lse_part[at] = l > 0.f ? m + log2f(l) : -kInf();
+        }
+        continue;
+      }
       if (i < q_len) {
         T* orow = ob + static_cast<long long>(i) * p.o_ss + hg * p.o_sh + 2 * (lane % 4);
 #pragma unroll

@@ -42,6 +42,20 @@ struct GqaFwdParams {
   float softcap;     // c (softcap kernels)
   float softcap_inv_scale;  // sm_scale / c
   float softcap_log2;       // c * log2(e)
+  // Split-KV (SPLIT kernels): CTA z-index s of n_splits takes the s-th of n_splits equal runs of its key
+  // tiles and writes its normalised fp32 partial output and log2-domain LSE (-inf: no key) here; the
+  // combine kernel (dense/gqa_combine.cuh) merges them. Partial row index: token * H + head, with
+  // token = packed token (q_packed) or b * s_q + i.
+  float* o_part;        // [n_splits, part_rows, D]
+  float* lse_part;      // [n_splits, part_rows]
+  long long part_rows;  // T_q * H or B * s_q * H
+  int n_splits;
+  // Paged-append keys (KV mode 3): keys j < kv_lens[b] are pool rows (page table, as paged mode), keys
+  // j >= kv_lens[b] are the request's new rows k_new/v_new [T, H_kv, D] (compute dtype, packed like q).
+  // An e4m3 pool row is dequantised on load as rnd(decode(x) * k_scale[0]) (v: v_scale[0]).
+  const void* k_new;
+  const void* v_new;
+  long long kn_ss, kn_sh, vn_ss, vn_sh;
 };
 
 }  // namespace attnjit::kernels

@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
+
+#include "ops/dense/attention_kernel.hpp"
 
 #include "attnjit/runtime.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -38,10 +41,19 @@ TensorArgs dense_args(int64_t D, DType dt = DType::kBF16) {
                     {"o", TensorRef::contiguous(addr(3), dt, {2, 33, 8, D}, kGpu)}};
 }
 
+std::vector<std::string> selected_all(attnjit::Runtime& rt, const char* op, const nlohmann::json& config,
+                                      const TensorArgs& args) {
+  std::vector<std::string> names;
+  for (const auto& s : rt.impl().op(op, config)->kernels_for(args, "sm_90a")) names.push_back(s.describe());
+  return names;
+}
+
+// The one kernel of a dense plan, or the first (prefill) kernel of a paged plan.
 std::string selected(attnjit::Runtime& rt, const char* op, const nlohmann::json& config, const TensorArgs& args) {
-  auto specs = rt.impl().op(op, config)->kernels_for(args, "sm_90a");
-  REQUIRE(specs.size() == 1);
-  return specs[0].describe();
+  auto names = selected_all(rt, op, config, args);
+  REQUIRE(!names.empty());
+  if (std::string(op).find("paged") == std::string::npos) REQUIRE(names.size() == 1);
+  return names[0];
 }
 
 }  // namespace
@@ -97,6 +109,13 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                  {"block_table", TensorRef::contiguous(addr(4), DType::kI32, {3, 4}, kGpu)},
                  {"o", TensorRef::contiguous(addr(5), DType::kF16, {3, 1, 4, 128}, kGpu)}};
   CHECK(selected(rt, "mha_decode_paged", {{"page_size", 16}}, mha) == "mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a");
+  // Paged plans also carry the split-KV decode tile (16 rows, one warp, no sinks: the combine adds
+  // them) and the combine kernel.
+  CHECK(selected_all(rt, "mha_decode_paged", {{"page_size", 16}}, mha) ==
+        std::vector<std::string>{"mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a",
+                                 "mha_decode_paged.portable.fp16.d128.bm16.bn64.w1.split.sm_90a",
+                                 "mha_decode_paged.portable.combine.fp16.d128.sm_90a"});
+  CHECK(selected_all(rt, "gqa_varlen_fwd", {}, varlen).size() == 1);
   // N_kv = 64 is not a multiple of a page size of 24.
   CHECK_THROWS_WITH_AS(rt.impl().op("mha_decode_paged", {{"page_size", 24}})->kernels_for(mha, "sm_90a"),
                        doctest::Contains("mha_decode_paged: shape: k:"), attnjit::InvalidArgument);
@@ -120,4 +139,82 @@ TEST_CASE("attention planner: the ATTNJIT_GQA_TILE override and the backend rule
                        doctest::Contains("'portable'"), attnjit::Unsupported);
   CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_75"),
                        doctest::Contains("sm_80"), attnjit::Unsupported);
+}
+
+TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE override") {
+  using attnjit::ops::choose_splits;
+  // B = 1, H_kv = 8, a 128k context on 132 SMs: enough splits for four CTAs per SM.
+  CHECK(choose_splits(8, 131072, 64, 132, 0) == 66);
+  // B = 64 already fills the GPU: two splits at most.
+  CHECK(choose_splits(512, 8192, 64, 132, 64) == 2);
+  // A short capacity limits the splits to one per two key tiles; never fewer than one.
+  CHECK(choose_splits(8, 256, 64, 132, 0) == 2);
+  CHECK(choose_splits(8, 0, 64, 132, 0) == 1);
+  CHECK(choose_splits(1, 1 << 30, 64, 132, 0) == 128);
+  // A batched grid keeps B * n_splits within 65535.
+  CHECK(choose_splits(1000, 1 << 30, 64, 100000, 1000) == 65);
+
+  test::TempDir dir("planner");
+  attnjit::RuntimeOptions o = options_in(dir);
+  o.decode_tile = "128x2";
+  attnjit::Runtime tuned(o);
+  TensorArgs mha{{"q", TensorRef::contiguous(addr(0), DType::kBF16, {3, 1, 4, 64}, kGpu)},
+                 {"k", TensorRef::contiguous(addr(1), DType::kBF16, {64, 4, 64}, kGpu)},
+                 {"v", TensorRef::contiguous(addr(2), DType::kBF16, {64, 4, 64}, kGpu)},
+                 {"real_seqlen_kv", TensorRef::contiguous(addr(3), DType::kI32, {3}, kGpu)},
+                 {"block_table", TensorRef::contiguous(addr(4), DType::kI32, {3, 4}, kGpu)},
+                 {"o", TensorRef::contiguous(addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
+  CHECK(selected_all(tuned, "mha_decode_paged", {{"page_size", 16}}, mha)[1] ==
+        "mha_decode_paged.portable.bf16.d64.bm32.bn128.w2.split.sm_90a");
+  o.decode_tile = "48x1";
+  attnjit::Runtime bad(o);
+  CHECK_THROWS_WITH_AS(selected_all(bad, "mha_decode_paged", {{"page_size", 16}}, mha),
+                       doctest::Contains("ATTNJIT_DECODE_TILE"), attnjit::InvalidArgument);
+}
+
+TEST_CASE("attention planner: gqa_prefill_paged_append kernels and construction rules") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  auto args = [](DType cache) {
+    return TensorArgs{{"q", TensorRef::contiguous(addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
+                      {"k_new", TensorRef::contiguous(addr(1), DType::kBF16, {40, 2, 128}, kGpu)},
+                      {"v_new", TensorRef::contiguous(addr(2), DType::kBF16, {40, 2, 128}, kGpu)},
+                      {"k_pages", TensorRef::contiguous(addr(3), cache, {256, 2, 128}, kGpu)},
+                      {"v_pages", TensorRef::contiguous(addr(4), cache, {256, 2, 128}, kGpu)},
+                      {"k_scale", TensorRef::contiguous(addr(5), DType::kF32, {1}, kGpu)},
+                      {"v_scale", TensorRef::contiguous(addr(6), DType::kF32, {1}, kGpu)},
+                      {"cu_seqlens_q", TensorRef::contiguous(addr(7), DType::kI32, {3}, kGpu)},
+                      {"cache_seqlens", TensorRef::contiguous(addr(8), DType::kI32, {2}, kGpu)},
+                      {"block_table", TensorRef::contiguous(addr(9), DType::kI32, {2, 8}, kGpu)},
+                      {"o", TensorRef::contiguous(addr(10), DType::kBF16, {40, 8, 128}, kGpu)}};
+  };
+  const nlohmann::json base = {{"page_size", 16}, {"max_seqlen_q", 64}};
+  CHECK(selected_all(rt, "gqa_prefill_paged_append", base, args(DType::kBF16)) ==
+        std::vector<std::string>{"gqa_prefill_paged_append.portable.append.bf16.cache-bf16.d128.sm_90a",
+                                 "gqa_prefill_paged_append.portable.bf16.d128.bm128.bn32.causal.append.sm_90a"});
+  nlohmann::json fp8 = base;
+  fp8["cache_dtype"] = "e4m3";
+  fp8["is_causal"] = false;
+  CHECK(selected_all(rt, "gqa_prefill_paged_append", fp8, args(DType::kE4M3)) ==
+        std::vector<std::string>{"gqa_prefill_paged_append.portable.append.bf16.cache-e4m3.d128.sm_90a",
+                                 "gqa_prefill_paged_append.portable.bf16.kv-e4m3.d128.bm128.bn32.append.sm_90a"});
+  nlohmann::json rope = base;
+  rope["fuse_rope"] = true;
+  rope["max_position"] = 4096;
+  CHECK(selected_all(rt, "gqa_prefill_paged_append", rope, args(DType::kBF16))[0] ==
+        "gqa_prefill_paged_append.portable.append.bf16.cache-bf16.d128.rope.sm_90a");
+  // The pool's dtype must be the cache dtype.
+  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_prefill_paged_append", base, args(DType::kE4M3)),
+                       doctest::Contains("gqa_prefill_paged_append: dtype: k_pages:"), attnjit::InvalidArgument);
+  // Construction rules.
+  for (auto [config, needle] :
+       {std::pair{nlohmann::json{{"page_size", 24}, {"max_seqlen_q", 8}}, "param: page_size"},
+        std::pair{nlohmann::json{{"page_size", 16}}, "param: max_seqlen_q"},
+        std::pair{nlohmann::json{{"page_size", 16}, {"max_seqlen_q", 8}, {"fuse_rope", true}}, "param: max_position"},
+        std::pair{nlohmann::json{{"page_size", 16}, {"max_seqlen_q", 8}, {"fuse_rope", true}, {"max_position", 9},
+                                 {"cache_dtype", "e4m3"}},
+                  "param: fuse_rope"},
+        std::pair{nlohmann::json{{"page_size", 16}, {"max_seqlen_q", 8}, {"rotary_dim", 64}}, "param: rotary_dim"}}) {
+    CHECK_THROWS_WITH_AS(rt.op("gqa_prefill_paged_append", config), doctest::Contains(needle), attnjit::InvalidArgument);
+  }
 }

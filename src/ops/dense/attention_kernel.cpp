@@ -12,9 +12,7 @@
 
 namespace attnjit::ops {
 
-namespace {
-
-std::string_view device_type(DType dt) {
+std::string_view device_type_name(DType dt) {
   switch (dt) {
     case DType::kF16: return "__half";
     case DType::kBF16: return "__nv_bfloat16";
@@ -22,6 +20,8 @@ std::string_view device_type(DType dt) {
     default: return "?";
   }
 }
+
+namespace {
 
 // The tile override ("BMxBNxWARPS"), checked against what the kernel template accepts for head dim D.
 struct TileOverride {
@@ -85,13 +85,17 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
 jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoice& k) {
   const int rope = k.rope == RopeLayout::kNone ? 0 : k.rope == RopeLayout::kNeox ? 1 : 2;
   const char* rope_name = rope == 0 ? "none" : rope == 1 ? "neox" : "interleaved";
-  const char* kv_name = k.kv_mode == KvMode::kDense ? "dense" : k.kv_mode == KvMode::kPacked ? "packed" : "paged";
+  const char* kv_name = k.kv_mode == KvMode::kDense    ? "dense"
+                        : k.kv_mode == KvMode::kPacked ? "packed"
+                        : k.kv_mode == KvMode::kPaged  ? "paged"
+                                                       : "paged-append";
   jit::KernelSpec s;
   s.op = op;
   s.template_file = "dense/gqa_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                        device_type(k.compute_dtype), device_type(k.q_dtype), device_type(k.kv_dtype), k.D, k.BM, k.BN,
-                        k.warps, k.causal, k.window, k.softcap, rope, k.q_packed, static_cast<int>(k.kv_mode), k.sinks);
+  s.entry = fmt::format("attnjit::kernels::gqa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
+                        device_type_name(k.compute_dtype), device_type_name(k.q_dtype), device_type_name(k.kv_dtype), k.D, k.BM, k.BN,
+                        k.warps, k.causal, k.window, k.softcap, rope, k.q_packed, static_cast<int>(k.kv_mode), k.sinks,
+                        k.split);
   s.fields = {{"backend", "portable"},
               {"q_dtype", std::string(dtype_name(k.q_dtype))},
               {"kv_dtype", std::string(dtype_name(k.kv_dtype))},
@@ -106,7 +110,8 @@ jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoic
               {"rope", rope_name},
               {"q_packed", k.q_packed ? "1" : "0"},
               {"kv_mode", kv_name},
-              {"sinks", k.sinks ? "1" : "0"}};
+              {"sinks", k.sinks ? "1" : "0"},
+              {"split_kv", k.split ? "1" : "0"}};
   s.arch = k.arch;
   std::string name = fmt::format("{}.portable.{}", op, dtype_name(k.q_dtype));
   if (k.kv_dtype != k.q_dtype) name += fmt::format(".kv-{}", dtype_name(k.kv_dtype));
@@ -118,8 +123,67 @@ jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoic
   if (k.softcap) name += ".softcap";
   if (rope) name += fmt::format(".rope-{}", rope_name);
   if (k.sinks) name += ".sinks";
+  if (k.kv_mode == KvMode::kPagedAppend) name += ".append";
+  if (k.split) name += ".split";
   s.name = name;
   return s;
+}
+
+AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, const std::string& tile_override) {
+  // NOTE: decode is bound by K/V bandwidth: one warp per CTA with 16 query rows (a decode GQA group fits)
+  // keeps the MMA work per key byte low, and many small CTAs with split-KV keep enough loads in flight.
+  k.BN = 64;
+  k.warps = 1;
+  if (!tile_override.empty()) {
+    int bn = 0, warps = 0;
+    char x = 0;
+    std::istringstream in(tile_override);
+    in >> bn >> x >> warps;
+    if (!in || in.peek() != EOF || x != 'x' || (bn != 16 && bn != 32 && bn != 64 && bn != 128) ||
+        (warps != 1 && warps != 2 && warps != 4))
+      throw InvalidArgument(fmt::format("{}: param: ATTNJIT_DECODE_TILE: expected \"BNxWARPS\" with BN 16, 32, 64 or 128 "
+                                        "and WARPS 1, 2 or 4, got \"{}\"", op, tile_override));
+    k.BN = bn;
+    k.warps = warps;
+  }
+  k.BM = 16 * k.warps;
+  k.split = true;
+  return k;
+}
+
+jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch) {
+  jit::KernelSpec s;
+  s.op = op;
+  s.template_file = "dense/gqa_combine.cuh";
+  s.entry = fmt::format("attnjit::kernels::gqa_split_combine<{}, {}>", device_type_name(dt), D);
+  s.fields = {{"backend", "portable"}, {"dtype", std::string(dtype_name(dt))}, {"head_dim", std::to_string(D)}};
+  s.arch = arch;
+  s.name = fmt::format("{}.portable.combine.{}.d{}", op, dtype_name(dt), D);
+  return s;
+}
+
+int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int64_t batch_z) {
+  // NOTE: four CTAs per SM saturate HBM with the decode tile; each split keeps at least two key tiles.
+  const int64_t target = 4 * static_cast<int64_t>(sms);
+  int64_t n = ctas > 0 ? (target + ctas - 1) / ctas : 1;
+  n = std::min<int64_t>(n, std::max<int64_t>(1, (max_keys + 2 * BN - 1) / (2 * BN)));
+  n = std::min<int64_t>(n, 128);
+  if (batch_z > 0) n = std::min<int64_t>(n, std::max<int64_t>(1, 65535 / batch_z));
+  return static_cast<int>(std::max<int64_t>(n, 1));
+}
+
+void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream) {
+  if (p.rows == 0) return;
+  CUlaunchConfig lc{};
+  lc.gridDimX = static_cast<unsigned>((p.rows + 3) / 4);
+  lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = 128;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.hStream = static_cast<CUstream>(stream);
+  kernels::GqaCombineParams params = p;
+  void* args[] = {&params};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx (combine)", op).c_str());
 }
 
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch) {
@@ -199,18 +263,19 @@ void fill_optional_params(kernels::GqaFwdParams& p, const TensorRef* q_scale, co
 
 void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,
                       const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
-                      void* stream) {
+                      void* stream, int n_splits) {
   const int64_t g = H / H_kv;
   CUlaunchConfig lc{};
   if (k.q_packed) {
     if (batch == 0) return;
     lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM + batch);
-    lc.gridDimZ = 1;
+    lc.gridDimZ = static_cast<unsigned>(n_splits);
   } else {
     if (batch == 0 || q_rows == 0) return;
-    if (batch > 65535) throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
+    if (batch * n_splits > 65535)
+      throw Unsupported(fmt::format("{}: batch {} exceeds the {} this kernel's grid takes", op, batch, 65535 / n_splits));
     lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM);
-    lc.gridDimZ = static_cast<unsigned>(batch);
+    lc.gridDimZ = static_cast<unsigned>(batch * n_splits);
   }
   lc.gridDimY = static_cast<unsigned>(H_kv);
   lc.blockDimX = k.warps * 32;

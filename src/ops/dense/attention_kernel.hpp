@@ -7,6 +7,7 @@
 
 #include "attnjit/tensor.hpp"
 #include "dense/gqa_fwd_params.cuh"
+#include "dense/gqa_combine_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/dense/gqa_call.hpp"
@@ -18,13 +19,17 @@ class RuntimeImpl;
 
 namespace attnjit::ops {
 
-enum class KvMode { kDense = 0, kPacked = 1, kPaged = 2 };  // = the kernel's KV_MODE
+enum class KvMode { kDense = 0, kPacked = 1, kPaged = 2, kPagedAppend = 3 };  // = the kernel's KV_MODE
+
+// The CUDA type of a dtype in kernel entry names ("__half", "__nv_bfloat16", "__nv_fp8_e4m3").
+std::string_view device_type_name(DType dt);
 
 // Everything that selects a template instantiation.
 struct AttentionKernelChoice {
   DType q_dtype = DType::kBF16, kv_dtype = DType::kBF16, compute_dtype = DType::kBF16;
   int D = 0, BM = 0, BN = 0, warps = 0;
   bool causal = false, window = false, softcap = false, q_packed = false, sinks = false;
+  bool split = false;  // split-KV: writes fp32 partials for gqa_split_combine
   KvMode kv_mode = KvMode::kDense;
   RopeLayout rope = RopeLayout::kNone;
   std::string arch;
@@ -41,6 +46,20 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
                                               const std::string& arch, const std::string& tile_override);
 
 jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoice& k);
+
+// The split-KV decode variant of `k`: BM = 16 * warps query rows per CTA (decode rows are few), BN
+// keys per tile, partial outputs for the combine kernel. `tile_override` is "BNxWARPS" (ATTNJIT_DECODE_TILE).
+AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, const std::string& tile_override);
+
+// The combine kernel of split-KV plans for compute dtype `dt` and head dim D.
+jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch);
+
+// Split-KV sizing from shapes only (SPEC.md §1.3): how many splits a call with `ctas` CTAs per split and
+// at most `max_keys` keys per request gets on a GPU with `sms` SMs (1..128).
+int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int64_t batch_z);
+
+// Launches gqa_split_combine over `rows` rows.
+void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream);
 
 // The portable backend serves sm_80+; 'hopper' is not built yet (Unsupported, naming the op).
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch);
@@ -65,6 +84,6 @@ void fill_optional_params(kernels::GqaFwdParams& p, const TensorRef* q_scale, co
 // finds its request), y = KV heads, z = batch (not packed).
 void launch_attention(const char* op, const jit::LoadedKernel& kernel, const AttentionKernelChoice& k,
                       const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
-                      void* stream);
+                      void* stream, int n_splits = 1);
 
 }  // namespace attnjit::ops

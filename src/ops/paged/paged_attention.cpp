@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
 
 #include "jit/cuda_driver.hpp"
@@ -13,6 +14,7 @@
 #include "runtime/host_copy.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/workspace.hpp"
 
 namespace attnjit::ops {
 
@@ -314,16 +316,44 @@ kernels::GqaFwdParams paged_params(const GqaConfig& cfg, const PagedAttentionCal
   return p;
 }
 
-// Both ops, through one kernel: `validate` checks a call; `gqa` is the GqaConfig equivalent of the op's
-// parameters (for mha_decode_paged: causal only).
+// The split-KV decode path of a paged plan: the decode tile with partial outputs, and the combine.
+struct DecodePath {
+  AttentionKernelChoice choice;
+  std::shared_ptr<const jit::LoadedKernel> kernel, combine;
+  int sms = 0;
+};
+
+DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device) {
+  DecodePath d;
+  AttentionKernelChoice k = main;
+  k.sinks = false;  // the combine adds the sink
+  d.choice = decode_variant(op, k, rt.options().decode_tile);
+  d.kernel = load_attention_kernel(rt, op, d.choice, device);
+  d.combine = rt.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
+  d.sms = rt.sm_count(device);
+  return d;
+}
+
+// Both ops, through one kernel family: `validate` checks a call; `gqa` is the GqaConfig equivalent of
+// the op's parameters (for mha_decode_paged: causal only). Calls whose requests average at most 16
+// query rows (decode) take the split-KV path: the decode tile over n_splits runs of each request's
+// keys, fp32 partials in the plan's workspace, then the combine. n_splits and the workspace size come
+// from shapes only (batch, heads, query tokens, page-table capacity W * PS), never from lengths.
 class PagedKernelPlan final : public detail::PlanImpl {
  public:
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
   using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
   PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
-                  std::shared_ptr<const jit::LoadedKernel> kernel)
+                  std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode)
       : op_(op), gqa_(std::move(gqa)), validate_inputs_(validate_inputs), validate_(std::move(validate)),
-        choice_(std::move(choice)), kernel_(std::move(kernel)) {}
+        choice_(std::move(choice)), kernel_(std::move(kernel)), decode_(std::move(decode)),
+        workspace_(op, kernel_->device) {}
+
+  void prepare(const TensorArgs& tensors) const override {
+    const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
+    if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call)));
+  }
+  std::size_t workspace_bytes() const override { return workspace_.bytes(); }
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
@@ -337,10 +367,40 @@ class PagedKernelPlan final : public detail::PlanImpl {
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (validate_inputs_) check_contents(op_, call, call.mha_decode ? nullptr : &gqa_, stream);
-    const kernels::GqaFwdParams p = paged_params(gqa_, call);
-    launch_attention(op_, *kernel_, choice_, p, call.B, call.mha_decode ? call.S_q : call.T_q, call.H, call.H_kv, stream);
+    kernels::GqaFwdParams p = paged_params(gqa_, call);
+    const int64_t q_rows = call.mha_decode ? call.S_q : call.T_q;
+    if (!decode_like(call)) {
+      launch_attention(op_, *kernel_, choice_, p, call.B, q_rows, call.H, call.H_kv, stream);
+      return;
+    }
+    const int n = splits(call);
+    const int64_t rows = tokens(call) * call.H;
+    auto lease = workspace_.acquire(split_bytes(call, n), stream);
+    p.o_part = reinterpret_cast<float*>(lease.ptr());
+    p.lse_part = p.o_part + n * rows * call.D;
+    p.part_rows = rows;
+    p.n_splits = n;
+    launch_attention(op_, *decode_.kernel, decode_.choice, p, call.B, q_rows, call.H, call.H_kv, stream, n);
+    kernels::GqaCombineParams c{};
+    c.o_part = p.o_part;
+    c.lse_part = p.lse_part;
+    c.o = call.o->data;
+    c.o_sb = p.o_sb;
+    c.o_ss = p.o_ss;
+    c.o_sh = p.o_sh;
+    c.sinks = p.sinks;
+    c.sinks_s = p.sinks_s;
+    c.rows = rows;
+    c.heads = static_cast<int>(call.H);
+    c.s_q = call.mha_decode ? static_cast<int>(call.S_q) : 0;
+    c.n_splits = n;
+    launch_combine(op_, *decode_.combine, c, stream);
   }
-  std::string describe() const override { return fmt::format("{} kernel plan: {}", op_, kernel_->compiled->spec.describe()); }
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {}; decode (<= 16 query rows per request on average): {} + {}", op_,
+                       kernel_->compiled->spec.describe(), decode_.kernel->compiled->spec.describe(),
+                       decode_.combine->compiled->spec.describe());
+  }
 
  private:
   const char* op_;
@@ -349,7 +409,32 @@ class PagedKernelPlan final : public detail::PlanImpl {
   Validate validate_;
   AttentionKernelChoice choice_;
   std::shared_ptr<const jit::LoadedKernel> kernel_;
+  DecodePath decode_;
+  mutable detail::PlanWorkspace workspace_;
+
+  static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
+  bool decode_like(const PagedAttentionCall& call) const {
+    return call.B > 0 && tokens(call) > 0 && tokens(call) * (call.H / call.H_kv) <= 16 * call.B;
+  }
+  int splits(const PagedAttentionCall& call) const {
+    const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
+    const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
+                                            : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
+    return choose_splits(q_tiles * call.H_kv, call.W * call.PS, decode_.choice.BN, decode_.sms,
+                         call.mha_decode ? call.B : 0);
+  }
+  static std::size_t split_bytes(const PagedAttentionCall& call, int n) {
+    return static_cast<std::size_t>(n) * tokens(call) * call.H * (call.D + 1) * sizeof(float);
+  }
 };
+
+// The kernels of a paged plan: the prefill tile, the split-KV decode tile and the combine.
+std::vector<jit::KernelSpec> paged_specs(const char* op, const AttentionKernelChoice& main, const std::string& decode_tile) {
+  AttentionKernelChoice k = main;
+  k.sinks = false;
+  return {attention_kernel_spec(op, main), attention_kernel_spec(op, decode_variant(op, k, decode_tile)),
+          combine_kernel_spec(op, main.compute_dtype, main.D, main.arch)};
+}
 
 AttentionKernelChoice choose_paged(const char* op, const GqaConfig& gqa, const PagedAttentionCall& call,
                                    const std::string& arch, const std::string& tile) {
@@ -365,7 +450,7 @@ class GqaPagedFwdOp final : public detail::OpInstance {
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
     check_attention_backend(kGqaPaged, backend_, arch);
-    return {attention_kernel_spec(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile))};
+    return paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
   }
 
  protected:
@@ -410,10 +495,11 @@ std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorAr
   check_attention_backend(kGqaPaged, backend_, arch);
   AttentionKernelChoice choice = choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile);
   auto kernel = load_attention_kernel(rt_, kGqaPaged, choice, call.device.index);
+  DecodePath decode = load_decode_path(rt_, kGqaPaged, choice, call.device.index);
   return std::make_shared<PagedKernelPlan>(
       kGqaPaged, cfg_, cfg_.validate_inputs,
       [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); }, std::move(choice),
-      std::move(kernel));
+      std::move(kernel), std::move(decode));
 }
 
 MhaDecodePagedConfig parse_mha_config(const detail::ConfigReader& r) {
@@ -436,7 +522,7 @@ class MhaDecodePagedOp final : public detail::OpInstance {
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
     check_attention_backend(kMhaDecode, backend_, arch);
-    return {attention_kernel_spec(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile))};
+    return paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
   }
 
  protected:
@@ -462,10 +548,11 @@ class MhaDecodePagedOp final : public detail::OpInstance {
     check_attention_backend(kMhaDecode, backend_, arch);
     AttentionKernelChoice choice = choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile);
     auto kernel = load_attention_kernel(rt_, kMhaDecode, choice, call.device.index);
+    DecodePath decode = load_decode_path(rt_, kMhaDecode, choice, call.device.index);
     return std::make_shared<PagedKernelPlan>(
         kMhaDecode, gqa_, cfg_.validate_inputs,
         [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
-        std::move(choice), std::move(kernel));
+        std::move(choice), std::move(kernel), std::move(decode));
   }
 
  private:
@@ -485,8 +572,11 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
     for (int D : {64, 128, 256})
       for (bool causal : {false, true}) {
         gqa.is_causal = causal;
-        specs.push_back(attention_kernel_spec(
-            op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, "")));
+        for (const auto& s :
+             paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
+          if (std::find_if(specs.begin(), specs.end(), [&](const jit::KernelSpec& x) { return x.name == s.name; }) ==
+              specs.end())
+            specs.push_back(s);
       }
   return specs;
 }

@@ -1,0 +1,451 @@
+// bsa_bwd (SPEC.md §2.5): configuration, validation, the kernel plan (workspace layout, the launch
+// sequence of templates/bsa/bsa_bwd.cuh) and the reference plan.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "bsa/bsa_bwd_params.cuh"
+#include "jit/cuda_driver.hpp"
+#include "ops/arch.hpp"
+#include "ops/bsa/bsa_common.hpp"
+#include "ops/bsa/reference_bwd.hpp"
+#include "runtime/op_registry.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "runtime/validation.hpp"
+#include "runtime/workspace.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+using bsa::BsaCall;
+using detail::ArgChecker;
+using detail::Placement;
+
+constexpr const char* kOp = "bsa_bwd";
+constexpr int kQueryTile = 64;  // BM: query rows per sub-tile of the main kernel
+
+struct BwdConfig {
+  bsa::BsaSharedConfig shared;
+  std::optional<int64_t> bucket_size_blocks;  // performance only: accepted, no effect on this backend
+  bool validate_inputs = false;
+};
+
+BwdConfig parse_config(const detail::ConfigReader& r) {
+  BwdConfig c;
+  c.shared = bsa::parse_bsa_shared_config(kOp, r);
+  if (r.has("bucket_size_blocks")) {
+    const double n = r.get_number("bucket_size_blocks", 0);
+    if (n != std::floor(n) || n < 1 || n > 2147483647.0)
+      throw InvalidArgument(fmt::format("{}: param: bucket_size_blocks: expected an integer >= 1, got {}", kOp, n));
+    c.bucket_size_blocks = static_cast<int64_t>(n);
+  }
+  c.validate_inputs = r.get_bool("validate_inputs", false);
+  return c;
+}
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys = bsa::bsa_shared_config_keys();
+  keys.push_back("bucket_size_blocks");
+  keys.push_back("validate_inputs");
+  return keys;
+}
+
+// A validated call: the shared part plus the backward's own tensors.
+struct BwdCall {
+  BsaCall base;
+  const TensorRef *o = nullptr, *dout = nullptr, *lse = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
+BwdCall validate(const BwdConfig& cfg, const TensorArgs& args, Placement placement) {
+  ArgChecker c(kOp, args, placement);
+  c.only_known({"do", "q", "k", "v", "o", "lse", "q2k_block_index", "q2k_block_nums", "block_sizes", "dq", "dk", "dv"});
+  bsa::BsaInputRules rules;
+  rules.head_dims = {64, 128};
+  rules.value_dims = {64, 128};
+  rules.equal_dims = true;
+  BwdCall call;
+  call.base = bsa::check_bsa_inputs(c, cfg.shared, rules);
+  const BsaCall& b = call.base;
+  const TensorRef& o = c.required("o");
+  const TensorRef& dout = c.required("do");
+  const TensorRef& lse = c.required("lse");
+  const TensorRef& dq = c.required("dq");
+  const TensorRef& dk = c.required("dk");
+  const TensorRef& dv = c.required("dv");
+  call.o = &o;
+  call.dout = &dout;
+  call.lse = &lse;
+  call.dq = &dq;
+  call.dk = &dk;
+  call.dv = &dv;
+  // dtypes
+  c.dtype_is("o", o, b.dtype, "(q's dtype)");
+  c.dtype_is("do", dout, b.dtype, "(q's dtype)");
+  c.dtype_is("lse", lse, DType::kF32);
+  for (auto [name, t] : {std::pair{"dq", &dq}, std::pair{"dk", &dk}, std::pair{"dv", &dv}})
+    c.dtype_is(name, *t, b.dtype, "(q's dtype)");
+  // shapes
+  bsa::check_bsa_qshaped(c, "o", o, b, b.D);
+  bsa::check_bsa_qshaped(c, "do", dout, b, b.D);
+  bsa::check_bsa_lse_shape(c, "lse", lse, b);
+  bsa::check_bsa_qshaped(c, "dq", dq, b, b.D);
+  for (auto [name, t, like] : {std::tuple{"dk", &dk, b.k}, std::tuple{"dv", &dv, b.v}}) {
+    c.rank(name, *t, 4, b.layout == bsa::BsaLayout::kBHSD ? "[B, H_kv, S_kv, D]" : "[B, S_kv, H_kv, D]");
+    for (int d = 0; d < 4; ++d) c.extent(name, *t, d, like->shape[d], d == 3 ? "D" : "the input's shape");
+  }
+  // layouts and devices
+  c.feature("o", o, true);
+  c.feature("do", dout, true);
+  c.metadata("lse", lse);
+  const std::initializer_list<std::pair<std::string_view, const TensorRef*>> inputs = {
+      {"q", b.q},       {"k", b.k},     {"v", b.v},     {"o", &o},
+      {"do", &dout},    {"lse", &lse},  {"q2k_block_index", b.index}, {"q2k_block_nums", b.nums},
+      {"block_sizes", b.block_sizes}};
+  c.output("dq", dq, inputs);
+  c.output("dk", dk, inputs);
+  c.output("dv", dv, inputs);
+  c.output("dq", dq, {{"dk", &dk}, {"dv", &dv}});
+  c.output("dk", dk, {{"dv", &dv}});
+  for (auto [name, t] : {std::pair{"o", &o}, std::pair{"do", &dout}, std::pair{"lse", &lse}, std::pair{"dq", &dq},
+                         std::pair{"dk", &dk}, std::pair{"dv", &dv}})
+    c.device(name, *t);
+  return call;
+}
+
+std::string_view device_type(DType dt) { return dt == DType::kF16 ? "__half" : "__nv_bfloat16"; }
+
+// The kernels of one static configuration (dtype, D, bs).
+struct BwdKernels {
+  jit::KernelSpec prep, route, scan, main, dq;
+};
+
+jit::KernelSpec spec_of(const std::string& what, const std::string& entry,
+                        std::vector<std::pair<std::string, std::string>> fields, const std::string& name,
+                        const std::string& arch) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = "bsa/bsa_bwd.cuh";
+  s.entry = entry;
+  fields.insert(fields.begin(), {{"backend", "portable"}, {"kernel", what}});
+  s.fields = std::move(fields);
+  s.arch = arch;
+  s.name = name;
+  return s;
+}
+
+BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch) {
+  const std::string t(device_type(dt)), dn(dtype_name(dt));
+  const std::vector<std::pair<std::string, std::string>> td = {{"dtype", dn}, {"head_dim", std::to_string(D)}};
+  BwdKernels k;
+  k.prep = spec_of("prep", fmt::format("attnjit::kernels::bsa_bwd_prep<{}, {}>", t, D), td,
+                   fmt::format("{}.prep.portable.{}.d{}", kOp, dn, D), arch);
+  k.route = spec_of("route", "attnjit::kernels::bsa_bwd_route", {}, fmt::format("{}.route.portable", kOp), arch);
+  k.scan = spec_of("scan", "attnjit::kernels::bsa_bwd_scan", {}, fmt::format("{}.scan.portable", kOp), arch);
+  auto main_fields = td;
+  main_fields.push_back({"sparse_block_size", std::to_string(bs)});
+  main_fields.push_back({"block_m", std::to_string(kQueryTile)});
+  k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_main<{}, {}, {}, {}>", t, D, bs, kQueryTile),
+                   main_fields, fmt::format("{}.portable.{}.d{}.bs{}.bm{}", kOp, dn, D, bs, kQueryTile), arch);
+  k.dq = spec_of("dq", fmt::format("attnjit::kernels::bsa_bwd_dq<{}, {}>", t, D), td,
+                 fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
+  return k;
+}
+
+void check_backend(detail::Backend backend, const std::string& arch) {
+  if (backend == detail::Backend::kHopper)
+    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
+                                  "'portable'", kOp));
+  if (arch_number(arch) < 80)
+    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+}
+
+// Workspace sections (bytes from the base, each 256-aligned) for a call's shapes.
+struct WorkspaceLayout {
+  size_t lse2 = 0, delta = 0, dq_acc = 0, counts = 0, offsets = 0, cursor = 0, list = 0, total = 0;
+  int64_t s_pad = 0, segments = 0;
+};
+
+WorkspaceLayout workspace_layout(const BsaCall& c) {
+  WorkspaceLayout w;
+  w.s_pad = c.N_q * c.bs;
+  w.segments = c.B * c.H_kv * c.N_kv;
+  const size_t rows = static_cast<size_t>(c.B * c.H_q * w.s_pad);
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at += (bytes + 255) / 256 * 256;
+    return here;
+  };
+  w.lse2 = take(rows * 4);
+  w.delta = take(rows * 4);
+  w.dq_acc = take(rows * static_cast<size_t>(c.D) * 4);
+  w.counts = take(static_cast<size_t>(w.segments) * 4);
+  w.offsets = take(static_cast<size_t>(w.segments + 1) * 4);
+  w.cursor = take(static_cast<size_t>(w.segments) * 4);
+  w.list = take(static_cast<size_t>(c.B * c.H_q * c.N_q * c.K_max) * 4);
+  w.total = at;
+  return w;
+}
+
+class KernelPlan final : public detail::PlanImpl {
+ public:
+  struct Loaded {
+    std::shared_ptr<const jit::LoadedKernel> prep, route, scan, main, dq;
+  };
+  KernelPlan(const BwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k)
+      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)),
+        workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
+
+  void prepare(const TensorArgs& tensors) const override {
+    const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    workspace_->reserve(workspace_layout(call.base).total);
+  }
+  std::size_t workspace_bytes() const override { return workspace_->bytes(); }
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    const BsaCall& c = call.base;
+    if (c.dtype != dtype_ || c.D != D_ || !(c.device == device_))
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({} D {} {}), got {} D "
+                                        "{} {}; build a plan for the new signature", kOp, dtype_name(dtype_), D_,
+                                        device_name(device_), dtype_name(c.dtype), c.D, device_name(c.device)));
+    if (c.H_kv > 65535 || c.B > 65535)
+      throw Unsupported(fmt::format("{}: B = {} and H_kv = {} must be at most 65535 for this kernel's grid", kOp, c.B, c.H_kv));
+    if (c.B * c.H_q * c.N_q * c.K_max > std::numeric_limits<int32_t>::max() ||
+        c.B * c.H_q * c.N_q * c.bs > std::numeric_limits<int32_t>::max())
+      throw Unsupported(fmt::format("{}: B * H_q * N_q * max(K_max, sparse_block_size) must stay below 2^31 for this "
+                                    "kernel's int32 lists and row indices, got B = {}, H_q = {}, N_q = {}, K_max = {}",
+                                    kOp, c.B, c.H_q, c.N_q, c.K_max));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(device_.index);
+    if (cfg_.validate_inputs) bsa::BsaMetadataHost::load(kOp, c, stream).check_contents(kOp, /*allow_zero_counts=*/true);
+    const WorkspaceLayout w = workspace_layout(c);
+    detail::PlanWorkspace::Lease lease = workspace_->acquire(w.total, stream);
+    kernels::BsaBwdParams p = params(call, w, lease.ptr());
+    auto cu_stream = static_cast<CUstream>(stream);
+    drv.check(drv.cuMemsetD32Async(lease.ptr() + w.counts, 0, static_cast<size_t>(w.segments), cu_stream),
+              "bsa_bwd: cuMemsetD32Async(counts)");
+    const long long rows = static_cast<long long>(c.B) * c.H_q * w.s_pad;
+    const long long pairs = static_cast<long long>(c.B) * c.H_q * c.N_q * c.K_max;
+    launch(*k_.prep, blocks(rows * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p, nullptr);
+    int mode = 0;
+    launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
+    launch(*k_.scan, 1, 1, 1, 1024, 0, cu_stream, &p, nullptr);
+    mode = 1;
+    launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
+    launch(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B), 256,
+           kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs), kQueryTile), cu_stream, &p, nullptr);
+    launch(*k_.dq, blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
+           nullptr);
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {} (+ prep, route, scan, dq kernels)", kOp, k_.main->compiled->spec.describe());
+  }
+
+ private:
+  static unsigned blocks(long long work, int per_block) {
+    return static_cast<unsigned>(std::max<long long>(1, (work + per_block - 1) / per_block));
+  }
+
+  static void launch(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
+                     CUstream stream, kernels::BsaBwdParams* p, int* extra) {
+    CUlaunchConfig lc{};
+    lc.gridDimX = gx;
+    lc.gridDimY = gy;
+    lc.gridDimZ = gz;
+    lc.blockDimX = threads;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = static_cast<unsigned>(smem);
+    lc.hStream = stream;
+    void* args[] = {p, extra};
+    const auto& drv = jit::CudaDriver::get();
+    drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
+              fmt::format("{}: cuLaunchKernelEx({})", kOp, k.compiled->spec.name).c_str());
+  }
+
+  kernels::BsaBwdParams params(const BwdCall& call, const WorkspaceLayout& w, CUdeviceptr ws) const {
+    const BsaCall& c = call.base;
+    kernels::BsaBwdParams p{};
+    auto set3 = [&](const TensorRef& t, long long& sb, long long& sh, long long& ss) {
+      const bsa::BhsStrides st = c.strides_of(t);
+      sb = st.b;
+      sh = st.h;
+      ss = st.s;
+    };
+    p.q = c.q->data;
+    p.k = c.k->data;
+    p.v = c.v->data;
+    p.o = call.o->data;
+    p.dout = call.dout->data;
+    p.dq = call.dq->data;
+    p.dk = call.dk->data;
+    p.dv = call.dv->data;
+    p.lse = static_cast<const float*>(call.lse->data);
+    set3(*c.q, p.q_sb, p.q_sh, p.q_ss);
+    set3(*c.k, p.k_sb, p.k_sh, p.k_ss);
+    set3(*c.v, p.v_sb, p.v_sh, p.v_ss);
+    set3(*call.o, p.o_sb, p.o_sh, p.o_ss);
+    set3(*call.dout, p.do_sb, p.do_sh, p.do_ss);
+    set3(*call.dq, p.dq_sb, p.dq_sh, p.dq_ss);
+    set3(*call.dk, p.dk_sb, p.dk_sh, p.dk_ss);
+    set3(*call.dv, p.dv_sb, p.dv_sh, p.dv_ss);
+    p.lse_sb = call.lse->strides[0];
+    p.lse_sh = call.lse->strides[1];
+    p.lse_ss = call.lse->strides[2];
+    p.index = static_cast<const int*>(c.index->data);
+    p.idx_sb = c.index->strides[0];
+    p.idx_sh = c.index->strides[1];
+    p.idx_sm = c.index->strides[2];
+    p.idx_su = c.index->strides[3];
+    if (c.nums) {
+      p.nums = static_cast<const int*>(c.nums->data);
+      p.nums_sb = c.nums->strides[0];
+      p.nums_sh = c.nums->strides[1];
+      p.nums_sm = c.nums->strides[2];
+    }
+    p.bsz_rank = c.block_sizes_rank;
+    if (c.block_sizes) {
+      p.block_sizes = static_cast<const int*>(c.block_sizes->data);
+      p.bsz_s0 = c.block_sizes->strides[0];
+      p.bsz_s1 = c.block_sizes->ndim > 1 ? c.block_sizes->strides[1] : 0;
+      p.bsz_s2 = c.block_sizes->ndim > 2 ? c.block_sizes->strides[2] : 0;
+    }
+    p.batch = static_cast<int>(c.B);
+    p.h_q = static_cast<int>(c.H_q);
+    p.h_kv = static_cast<int>(c.H_kv);
+    p.group = static_cast<int>(c.group());
+    p.s_q = static_cast<int>(c.S_q);
+    p.s_kv = static_cast<int>(c.S_kv);
+    p.n_q = static_cast<int>(c.N_q);
+    p.n_kv = static_cast<int>(c.N_kv);
+    p.k_max = static_cast<int>(c.K_max);
+    p.fixed_count = static_cast<int>(c.fixed_count);
+    p.s_pad = static_cast<int>(w.s_pad);
+    p.scale = c.scale;
+    p.scale_log2 = static_cast<float>(static_cast<double>(c.scale) * 1.4426950408889634);
+    p.lse2 = reinterpret_cast<float*>(ws + w.lse2);
+    p.delta = reinterpret_cast<float*>(ws + w.delta);
+    p.dq_acc = reinterpret_cast<float*>(ws + w.dq_acc);
+    p.counts = reinterpret_cast<int*>(ws + w.counts);
+    p.offsets = reinterpret_cast<int*>(ws + w.offsets);
+    p.cursor = reinterpret_cast<int*>(ws + w.cursor);
+    p.list = reinterpret_cast<int*>(ws + w.list);
+    return p;
+  }
+
+  BwdConfig cfg_;
+  DType dtype_;
+  int64_t D_;
+  Device device_;
+  Loaded k_;
+  std::unique_ptr<detail::PlanWorkspace> workspace_;
+};
+
+class ReferencePlan final : public detail::PlanImpl {
+ public:
+  explicit ReferencePlan(const BwdConfig& cfg) : cfg_(cfg) {}
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const BwdCall call = validate(cfg_, tensors, Placement::kHost);
+    const bsa::BsaMetadataHost md = bsa::BsaMetadataHost::load(kOp, call.base, stream);
+    if (cfg_.validate_inputs) md.check_contents(kOp, /*allow_zero_counts=*/true);
+    reference::bsa_backward(call.base, md, *call.o, *call.dout, *call.lse, *call.dq, *call.dk, *call.dv);
+  }
+  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
+
+ private:
+  BwdConfig cfg_;
+};
+
+class BsaBwdOp final : public detail::OpInstance {
+ public:
+  BsaBwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
+      : BsaBwdOp(rt, detail::ConfigReader(kOp, config, config_keys())) {}
+
+  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
+    const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    check_backend(backend_, arch);
+    BwdKernels k = kernel_specs(call.base.dtype, call.base.D, static_cast<int>(call.base.bs), arch);
+    return {k.prep, k.route, k.scan, k.main, k.dq};
+  }
+
+ protected:
+  std::string signature(const TensorArgs& tensors) const override {
+    const bool ref = impl_ == detail::Impl::kReference;
+    const BwdCall call = validate(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
+    if (ref) return "reference";
+    return fmt::format("{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index);
+  }
+
+  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
+    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    const BsaCall& c = call.base;
+    const std::string arch = rt_.arch_for_device(c.device.index);
+    check_backend(backend_, arch);
+    const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch);
+    const int dev = c.device.index;
+    KernelPlan::Loaded k;
+    k.prep = rt_.kernels().loaded(specs.prep, dev);
+    k.route = rt_.kernels().loaded(specs.route, dev);
+    k.scan = rt_.kernels().loaded(specs.scan, dev);
+    k.main = rt_.kernels().loaded(specs.main, dev);
+    k.dq = rt_.kernels().loaded(specs.dq, dev);
+    const int smem = kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs), kQueryTile);
+    if (smem > k.main->max_dynamic_smem_bytes)
+      throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
+                                    specs.main.describe(), smem, k.main->max_dynamic_smem_bytes));
+    const auto& drv = jit::CudaDriver::get();
+    drv.check(drv.cuFuncSetAttribute(k.main->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k));
+  }
+
+ private:
+  BsaBwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
+      : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  BwdConfig cfg_;
+};
+
+}  // namespace
+
+}  // namespace attnjit::ops
+
+namespace attnjit::detail {
+
+OpDefinition bsa_bwd_definition() {
+  OpDefinition d;
+  d.name = ops::kOp;
+  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
+    return std::make_shared<ops::BsaBwdOp>(rt, config);
+  };
+  // NOTE: D = 128 only (the training head dim; 10 kernels, ~3.5 s of NVRTC each for the main ones): D = 64
+  // compiles on first use.
+  d.default_matrix = [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    for (DType dt : {DType::kF16, DType::kBF16})
+      for (int bs : {64, 128}) {
+        ops::BwdKernels k = ops::kernel_specs(dt, 128, bs, arch);
+        if (bs == 64) {
+          specs.push_back(k.prep);
+          specs.push_back(k.dq);
+          if (dt == DType::kBF16) {
+            specs.push_back(k.route);
+            specs.push_back(k.scan);
+          }
+        }
+        specs.push_back(k.main);
+      }
+    return specs;
+  };
+  return d;
+}
+
+}  // namespace attnjit::detail

@@ -1,0 +1,173 @@
+#include "ops/bsa/bsa_fwd_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "jit/cuda_driver.hpp"
+#include "ops/arch.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace attnjit::ops::bsa {
+
+namespace {
+
+std::string_view device_type(DType dt) { return dt == DType::kF16 ? "__half" : "__nv_bfloat16"; }
+
+}  // namespace
+
+BsaFwdKernelChoice choose_bsa_fwd_kernel(DType dt, int D, int Dv, int bs, bool has_nums, int bsz_rank, bool split,
+                                         const std::string& arch) {
+  BsaFwdKernelChoice k;
+  k.dtype = dt;
+  k.D = D;
+  k.Dv = Dv;
+  // NOTE: 32 rows per warp (two m16 tiles) halve the shared-memory reads per MMA, the limit of mma.sync
+  // attention; BN 32 for the wide head dims keeps registers for pipelining and two 128-row CTAs per SM
+  // (the tuning of gqa_fwd.cuh on the H200).
+  k.BM = bs;
+  k.warps = bs / 32;
+  k.BN = (D <= 64 && Dv <= 64) ? 64 : 32;
+  k.has_nums = has_nums;
+  k.bsz_rank = bsz_rank;
+  k.split = split;
+  k.arch = arch;
+  return k;
+}
+
+jit::KernelSpec bsa_fwd_kernel_spec(const BsaFwdKernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = "bsa_fwd";
+  s.template_file = "bsa/bsa_fwd.cuh";
+  s.entry = fmt::format("attnjit::kernels::bsa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.Dv,
+                        k.BM, k.BN, k.warps, k.has_nums, k.bsz_rank, k.split);
+  s.fields = {{"backend", "portable"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"head_dim_v", std::to_string(k.Dv)},
+              {"sparse_block_size", std::to_string(k.BM)},
+              {"block_n", std::to_string(k.BN)},
+              {"warps", std::to_string(k.warps)},
+              {"block_nums", k.has_nums ? "1" : "0"},
+              {"block_sizes_rank", std::to_string(k.bsz_rank)},
+              {"split", k.split ? "1" : "0"}};
+  s.arch = k.arch;
+  std::string name = fmt::format("bsa_fwd.portable.{}.d{}", dtype_name(k.dtype), k.D);
+  if (k.Dv != k.D) name += fmt::format(".dv{}", k.Dv);
+  name += fmt::format(".bs{}.bn{}", k.BM, k.BN);
+  if (k.has_nums) name += ".nums";
+  if (k.bsz_rank) name += fmt::format(".bsz{}", k.bsz_rank);
+  if (k.split) name += ".split";
+  s.name = name;
+  return s;
+}
+
+jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arch) {
+  jit::KernelSpec s;
+  s.op = "bsa_fwd";
+  s.template_file = "bsa/bsa_combine.cuh";
+  s.entry = fmt::format("attnjit::kernels::bsa_combine<{}, {}>", device_type(dt), Dv);
+  s.fields = {{"backend", "portable"}, {"dtype", std::string(dtype_name(dt))}, {"head_dim_v", std::to_string(Dv)}};
+  s.arch = arch;
+  s.name = fmt::format("bsa_fwd.combine.{}.dv{}", dtype_name(dt), Dv);
+  return s;
+}
+
+void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch) {
+  if (backend == detail::Backend::kHopper)
+    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
+                                  "'portable'", op));
+  if (arch_number(arch) < 80)
+    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
+}
+
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,
+                                                             int device) {
+  auto kernel = rt.kernels().loaded(bsa_fwd_kernel_spec(k), device);
+  if (k.smem_bytes() > kernel->max_dynamic_smem_bytes)
+    throw Unsupported(fmt::format("bsa_fwd: kernel {} needs {} bytes of shared memory, the device allows {}",
+                                  kernel->compiled->spec.describe(), k.smem_bytes(), kernel->max_dynamic_smem_bytes));
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.smem_bytes()),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  return kernel;
+}
+
+kernels::BsaFwdParams bsa_fwd_params(const BsaCall& in, const TensorRef& o, const TensorRef* lse) {
+  kernels::BsaFwdParams p{};
+  p.q = in.q->data;
+  p.k = in.k->data;
+  p.v = in.v->data;
+  p.o = o.data;
+  p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  p.q_sb = in.q_st.b, p.q_sh = in.q_st.h, p.q_ss = in.q_st.s;
+  p.k_sb = in.k_st.b, p.k_sh = in.k_st.h, p.k_ss = in.k_st.s;
+  p.v_sb = in.v_st.b, p.v_sh = in.v_st.h, p.v_ss = in.v_st.s;
+  const BhsStrides os = in.strides_of(o);
+  p.o_sb = os.b, p.o_sh = os.h, p.o_ss = os.s;
+  if (lse) p.lse_sb = lse->strides[0], p.lse_sh = lse->strides[1], p.lse_ss = lse->strides[2];
+  p.index = static_cast<const int*>(in.index->data);
+  p.idx_sb = in.index->strides[0], p.idx_sh = in.index->strides[1], p.idx_sm = in.index->strides[2];
+  p.idx_su = in.index->strides[3];
+  if (in.nums) {
+    p.nums = static_cast<const int*>(in.nums->data);
+    p.nums_sb = in.nums->strides[0], p.nums_sh = in.nums->strides[1], p.nums_sm = in.nums->strides[2];
+  }
+  if (in.block_sizes) {
+    const TensorRef& t = *in.block_sizes;
+    p.bsz = static_cast<const int*>(t.data);
+    p.bsz_sk = t.strides[t.ndim - 1];
+    if (t.ndim >= 2) p.bsz_sb = t.strides[0];
+    if (t.ndim == 3) p.bsz_sh = t.strides[1];
+  }
+  p.batch = static_cast<int>(in.B);
+  p.h_q = static_cast<int>(in.H_q);
+  p.group = static_cast<int>(in.group());
+  p.s_q = static_cast<int>(in.S_q);
+  p.s_kv = static_cast<int>(in.S_kv);
+  p.n_q = static_cast<int>(in.N_q);
+  p.n_kv = static_cast<int>(in.N_kv);
+  p.k_max = static_cast<int>(in.K_max);
+  p.fixed_count = static_cast<int>(in.fixed_count);
+  p.splits = 1;
+  constexpr double kLog2e = 1.4426950408889634;
+  p.scale_log2 = static_cast<float>(static_cast<double>(in.scale) * kLog2e);
+  return p;
+}
+
+void launch_bsa_fwd(const char* op, const jit::LoadedKernel& kernel, const BsaFwdKernelChoice& k,
+                    const kernels::BsaFwdParams& p, const BsaCall& in, int splits, void* stream) {
+  if (in.B > 65535 || in.H_q > 65535)
+    throw Unsupported(fmt::format("{}: B = {} and H_q = {} must be at most 65535 for this kernel's grid", op, in.B, in.H_q));
+  if (in.S_q > std::numeric_limits<int>::max() / 2 || in.S_kv > std::numeric_limits<int>::max() / 2)
+    throw Unsupported(fmt::format("{}: sequence lengths beyond 2^30 are not served (S_q {}, S_kv {})", op, in.S_q, in.S_kv));
+  CUlaunchConfig lc{};
+  lc.gridDimX = static_cast<unsigned>(in.N_q * splits);
+  lc.gridDimY = static_cast<unsigned>(in.H_q);
+  lc.gridDimZ = static_cast<unsigned>(in.B);
+  lc.blockDimX = k.warps * 32;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
+  lc.hStream = static_cast<CUstream>(stream);
+  kernels::BsaFwdParams params = p;
+  void* args[] = {&params};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+}
+
+void launch_bsa_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::BsaFwdParams& p, size_t rows,
+                        void* stream) {
+  CUlaunchConfig lc{};
+  lc.gridDimX = static_cast<unsigned>((rows + 3) / 4);
+  lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = 128;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = 0;
+  lc.hStream = static_cast<CUstream>(stream);
+  kernels::BsaFwdParams params = p;
+  void* args[] = {&params};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: combine cuLaunchKernelEx", op).c_str());
+}
+
+}  // namespace attnjit::ops::bsa

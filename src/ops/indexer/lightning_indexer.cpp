@@ -1,0 +1,428 @@
+// lightning_indexer (SPEC.md §2.1): configuration, validation, kernel choice, launch geometry, and the
+// kernel and reference plans.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "indexer/lightning_indexer_params.cuh"
+#include "jit/cuda_driver.hpp"
+#include "ops/arch.hpp"
+#include "ops/indexer/reference.hpp"
+#include "runtime/host_copy.hpp"
+#include "runtime/op_registry.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "runtime/validation.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+using detail::ArgChecker;
+using detail::Placement;
+
+constexpr const char* kOp = "lightning_indexer";
+constexpr int64_t kMaxT = int64_t{1} << 20;
+
+struct IndexerConfig {
+  int64_t topk = 0;
+  bool causal = false;
+  int64_t compress_ratio = 1;
+  bool deterministic = false;
+  bool validate_inputs = false;
+};
+
+[[noreturn]] void param_error(std::string_view name, const std::string& what) {
+  throw InvalidArgument(fmt::format("{}: param: {}: {}", kOp, name, what));
+}
+
+IndexerConfig parse_config(const detail::ConfigReader& r) {
+  IndexerConfig c;
+  if (!r.has("topk")) param_error("topk", "expected an integer >= 0, got none (topk is required)");
+  const double topk = r.get_number("topk", 0);
+  if (topk != std::floor(topk) || topk < 0 || topk > std::numeric_limits<int32_t>::max())
+    param_error("topk", fmt::format("expected an integer >= 0, got {}", topk));
+  c.topk = static_cast<int64_t>(topk);
+  c.causal = r.get_bool("causal", false);
+  const double ratio = r.get_number("compress_ratio", 1);
+  if (ratio != std::floor(ratio) || ratio < 1 || ratio > std::numeric_limits<int32_t>::max())
+    param_error("compress_ratio", fmt::format("expected an integer >= 1, got {}", ratio));
+  c.compress_ratio = static_cast<int64_t>(ratio);
+  if (c.compress_ratio != 1 && !c.causal)
+    param_error("compress_ratio", fmt::format("expected 1 without causal = true, got {}", c.compress_ratio));
+  c.deterministic = r.get_bool("deterministic", false);
+  c.validate_inputs = r.get_bool("validate_inputs", false);
+  return c;
+}
+
+// A validated call.
+struct IndexerCall {
+  const TensorRef *q = nullptr, *k = nullptr, *weights = nullptr, *indices = nullptr;
+  const TensorRef *cu_seqlens = nullptr, *cu_seqlens_k = nullptr;
+  DType dtype = DType::kBF16;
+  int64_t B = 0, T = 0, H = 0, D = 0, S = 0, N = 0;
+  Device device{};
+};
+
+IndexerCall validate(const IndexerConfig& cfg, const TensorArgs& args, Placement placement) {
+  ArgChecker c(kOp, args, placement);
+  c.only_known({"q", "k", "weights", "cu_seqlens", "cu_seqlens_k", "indices"});
+  IndexerCall call;
+  const TensorRef& q = c.required("q");
+  const TensorRef& k = c.required("k");
+  const TensorRef& w = c.required("weights");
+  const TensorRef& out = c.required("indices");
+  call.q = &q;
+  call.k = &k;
+  call.weights = &w;
+  call.indices = &out;
+  call.cu_seqlens = c.optional("cu_seqlens");
+  call.cu_seqlens_k = c.optional("cu_seqlens_k");
+  if (call.cu_seqlens && !call.cu_seqlens_k)
+    c.fail("args", "cu_seqlens_k", "expected a tensor together with cu_seqlens, got none");
+  if (call.cu_seqlens_k && !call.cu_seqlens)
+    c.fail("args", "cu_seqlens", "expected a tensor together with cu_seqlens_k, got none");
+  const bool packed = call.cu_seqlens != nullptr;
+
+  // dtypes
+  if (placement == Placement::kHost) c.dtype_in("q", q, {DType::kF16, DType::kBF16, DType::kF32});
+  else c.dtype_in("q", q, {DType::kF16, DType::kBF16});
+  c.dtype_is("k", k, q.dtype, "(q's dtype)");
+  c.dtype_is("weights", w, q.dtype, "(q's dtype)");
+  if (packed) {
+    c.dtype_is("cu_seqlens", *call.cu_seqlens, DType::kI32);
+    c.dtype_is("cu_seqlens_k", *call.cu_seqlens_k, DType::kI32);
+  }
+  c.dtype_is("indices", out, DType::kI32);
+  call.dtype = q.dtype;
+
+  // shapes
+  c.rank("q", q, 4, "[B, T, H, D]");
+  call.B = q.shape[0];
+  call.T = q.shape[1];
+  call.H = q.shape[2];
+  call.D = q.shape[3];
+  if (call.T < 1 || call.T > kMaxT) c.fail("shape", "q", "expected 1 <= T <= 2^20, got T = {} (shape {})", call.T, q.shape_str());
+  if (call.H < 1 || call.H > 256) c.fail("shape", "q", "expected 1 <= H <= 256, got H = {} (shape {})", call.H, q.shape_str());
+  if (call.D < 8 || call.D > 256 || call.D % 8 != 0)
+    c.fail("shape", "q", "expected head dim D a multiple of 8 in [8, 256], got {} (shape {})", call.D, q.shape_str());
+  c.rank("k", k, 3, "[B, S, D]");
+  c.extent("k", k, 0, call.B, "B, q's batch");
+  c.extent("k", k, 2, call.D, "D, q's head dim");
+  call.S = k.shape[1];
+  if (call.S > std::numeric_limits<int32_t>::max())
+    c.fail("shape", "k", "expected S < 2^31 candidates, got {}", call.S);
+  c.rank("weights", w, 3, "[B, T, H]");
+  c.extent("weights", w, 0, call.B, "B, q's batch");
+  c.extent("weights", w, 1, call.T, "T, q's tokens");
+  c.extent("weights", w, 2, call.H, "H, q's heads");
+  if (packed) {
+    const TensorRef& cu = *call.cu_seqlens;
+    const TensorRef& cuk = *call.cu_seqlens_k;
+    if (call.B != 1) c.fail("shape", "q", "expected B = 1 with packed offsets (cu_seqlens), got B = {}", call.B);
+    c.rank("cu_seqlens", cu, 1, "[N + 1]");
+    c.rank("cu_seqlens_k", cuk, 1, "[N + 1]");
+    if (cu.shape[0] < 1) c.fail("shape", "cu_seqlens", "expected length N + 1 >= 1, got {}", cu.shape[0]);
+    c.extent("cu_seqlens_k", cuk, 0, cu.shape[0], "N + 1, cu_seqlens' length");
+    call.N = cu.shape[0] - 1;
+  } else if (call.S != call.T / cfg.compress_ratio) {
+    c.fail("shape", "k", "expected S = T // compress_ratio = {} // {} = {} candidates without packed offsets, got S = {}",
+           call.T, cfg.compress_ratio, call.T / cfg.compress_ratio, call.S);
+  }
+  c.rank("indices", out, 3, "[B, T, topk]");
+  c.extent("indices", out, 0, call.B, "B");
+  c.extent("indices", out, 1, call.T, "T");
+  c.extent("indices", out, 2, cfg.topk, "topk");
+
+  // layouts and devices
+  c.feature("q", q, /*read_only=*/true);
+  c.feature("k", k, true);
+  c.metadata("weights", w);
+  if (packed) {
+    c.contiguous("cu_seqlens", *call.cu_seqlens, false);
+    c.contiguous("cu_seqlens_k", *call.cu_seqlens_k, false);
+  }
+  c.output("indices", out, {{"q", &q}, {"k", &k}, {"weights", &w}, {"cu_seqlens", call.cu_seqlens},
+                            {"cu_seqlens_k", call.cu_seqlens_k}});
+  for (const auto& [name, t] : {std::pair{"q", call.q}, std::pair{"k", call.k}, std::pair{"weights", call.weights},
+                                std::pair{"cu_seqlens", call.cu_seqlens}, std::pair{"cu_seqlens_k", call.cu_seqlens_k},
+                                std::pair{"indices", call.indices}}) {
+    if (t) c.device(name, *t);
+  }
+  call.device = c.call_device();
+  return call;
+}
+
+// validate_inputs: the caller contract of §2.1 (packed offsets) on host copies.
+void check_contents(const IndexerConfig& cfg, const IndexerCall& call, void* stream) {
+  if (!call.cu_seqlens) return;
+  detail::prepare_content_checks(kOp, call.device, stream);
+  auto fail = [&](std::string_view arg, const std::string& what) {
+    throw InvalidArgument(fmt::format("{}: content: {}: {}", kOp, arg, what));
+  };
+  auto cq = detail::host_view(*call.cu_seqlens);
+  auto ck = detail::host_view(*call.cu_seqlens_k);
+  const auto* cu = static_cast<const int32_t*>(cq.ref.data);
+  const auto* cuk = static_cast<const int32_t*>(ck.ref.data);
+  for (auto [name, off, total, what] : {std::tuple{"cu_seqlens", cu, call.T, "T"}, std::tuple{"cu_seqlens_k", cuk, call.S, "S"}}) {
+    if (off[0] != 0) fail(name, fmt::format("expected element 0 to be 0, got {}", off[0]));
+    for (int64_t d = 0; d < call.N; ++d)
+      if (off[d + 1] < off[d])
+        fail(name, fmt::format("expected non-decreasing offsets, got {} after {} at index {}", off[d + 1], off[d], d + 1));
+    if (off[call.N] > total)
+      fail(name, fmt::format("expected the last offset to be at most {} = {}, got {} at index {}", what, total,
+                             off[call.N], call.N));
+  }
+  for (int64_t d = 0; d < call.N; ++d) {
+    const int64_t len = cu[d + 1] - cu[d], span = cuk[d + 1] - cuk[d];
+    if (span != len / cfg.compress_ratio)
+      fail("cu_seqlens_k", fmt::format("expected document {}'s candidate span cu_seqlens_k[{}] - cu_seqlens_k[{}] to be "
+                                       "its query length {} // compress_ratio {} = {}, got {}", d, d + 1, d, len,
+                                       cfg.compress_ratio, len / cfg.compress_ratio, span));
+  }
+}
+
+std::string_view device_type_name(DType dt) { return dt == DType::kF16 ? "__half" : "__nv_bfloat16"; }
+
+struct KernelChoice {
+  DType dtype = DType::kBF16;
+  int D = 0, HP = 0;
+  int64_t topk = 0;
+  bool causal = false, packed = false;
+  kernels::LightningIndexerGeometry geo{};
+  std::string arch;
+};
+
+// The largest topk whose candidate buffers fit for (D, HP), for messages.
+int64_t max_topk(int D, int HP) {
+  int64_t lo = 0, hi = 1 << 20;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (kernels::lightning_indexer_geometry(D, HP, static_cast<int>(mid)).R >= 1) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed, const std::string& arch) {
+  KernelChoice k;
+  k.dtype = dtype;
+  k.D = static_cast<int>(D);
+  k.HP = kernels::lightning_indexer_head_tile(static_cast<int>(H));
+  k.topk = cfg.topk;
+  k.causal = cfg.causal;
+  k.packed = packed;
+  k.arch = arch;
+  k.geo = kernels::lightning_indexer_geometry(k.D, k.HP, static_cast<int>(cfg.topk));
+  if (k.geo.R < 1)
+    throw Unsupported(fmt::format("{}: unsupported: topk: the portable kernel keeps each row's candidates in shared "
+                                  "memory and holds at most topk = {} for D = {}, H = {}, got topk = {}", kOp,
+                                  max_topk(k.D, k.HP), D, H, cfg.topk));
+  return k;
+}
+
+jit::KernelSpec kernel_spec(const KernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = "indexer/lightning_indexer.cuh";
+  s.entry = fmt::format("attnjit::kernels::lightning_indexer<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
+                        k.HP, k.topk, k.causal, k.packed);
+  s.fields = {{"backend", "portable"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"head_tile", std::to_string(k.HP)},
+              {"topk", std::to_string(k.topk)},
+              {"causal", k.causal ? "1" : "0"},
+              {"packed", k.packed ? "1" : "0"}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.portable.{}.d{}.h{}.k{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HP, k.topk,
+                       k.causal ? ".causal" : "", k.packed ? ".packed" : "");
+  return s;
+}
+
+void check_backend(detail::Backend backend, const std::string& arch) {
+  if (backend == detail::Backend::kHopper)
+    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
+                                  "'portable'", kOp));
+  if (arch_number(arch) < 80)
+    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+}
+
+class KernelPlan final : public detail::PlanImpl {
+ public:
+  KernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    const bool packed = call.cu_seqlens != nullptr;
+    if (call.dtype != choice_.dtype || call.D != choice_.D ||
+        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
+        call.device.index != kernel_->device)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
+                                        "H {}, packed {}, {}; build a plan for the new signature", kOp,
+                                        kernel_->compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H,
+                                        packed, device_name(call.device)));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(call.device.index);
+    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
+    if (call.B == 0) return;
+    if (call.B > 65535) throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
+    kernels::LightningIndexerParams p{};
+    p.q = call.q->data;
+    p.k = call.k->data;
+    p.weights = call.weights->data;
+    p.indices = static_cast<int*>(call.indices->data);
+    p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
+    p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
+    p.q_sb = call.q->strides[0];
+    p.q_st = call.q->strides[1];
+    p.q_sh = call.q->strides[2];
+    p.k_sb = call.k->strides[0];
+    p.k_ss = call.k->strides[1];
+    p.w_sb = call.weights->strides[0];
+    p.w_st = call.weights->strides[1];
+    p.w_sh = call.weights->strides[2];
+    p.T = static_cast<int>(call.T);
+    p.S = static_cast<int>(call.S);
+    p.H = static_cast<int>(call.H);
+    p.N = static_cast<int>(call.N);
+    p.compress_ratio = static_cast<int>(cfg_.compress_ratio);
+    p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
+    CUlaunchConfig lc{};
+    lc.gridDimX = static_cast<unsigned>((call.T + choice_.geo.R - 1) / choice_.geo.R);
+    lc.gridDimY = static_cast<unsigned>(call.B);
+    lc.gridDimZ = 1;
+    lc.blockDimX = kernels::kLightningIndexerThreads;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = static_cast<unsigned>(choice_.geo.smem_bytes);
+    lc.hStream = static_cast<CUstream>(stream);
+    void* args[] = {&p};
+    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr), "lightning_indexer: cuLaunchKernelEx");
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {} (R {}, BN {}, CAP {}, {} B shared memory)", kOp,
+                       kernel_->compiled->spec.describe(), choice_.geo.R, choice_.geo.BN, choice_.geo.CAP,
+                       choice_.geo.smem_bytes);
+  }
+
+ private:
+  IndexerConfig cfg_;
+  KernelChoice choice_;
+  std::shared_ptr<const jit::LoadedKernel> kernel_;
+};
+
+// topk = 0: an empty last axis; the call is validated and nothing is launched.
+class EmptyPlan final : public detail::PlanImpl {
+ public:
+  EmptyPlan(const IndexerConfig& cfg, Placement placement) : cfg_(cfg), placement_(placement) {}
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const IndexerCall call = validate(cfg_, tensors, placement_);
+    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
+  }
+  std::string describe() const override { return fmt::format("{} plan for topk = 0 (nothing to launch)", kOp); }
+
+ private:
+  IndexerConfig cfg_;
+  Placement placement_;
+};
+
+class ReferencePlan final : public detail::PlanImpl {
+ public:
+  explicit ReferencePlan(const IndexerConfig& cfg) : cfg_(cfg) {}
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kHost);
+    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
+    reference::lightning_indexer(*call.q, *call.k, *call.weights, call.cu_seqlens, call.cu_seqlens_k, *call.indices,
+                                 cfg_.topk, cfg_.causal, cfg_.compress_ratio);
+  }
+  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
+
+ private:
+  IndexerConfig cfg_;
+};
+
+class LightningIndexerOp final : public detail::OpInstance {
+ public:
+  LightningIndexerOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
+      : LightningIndexerOp(rt, detail::ConfigReader(kOp, config, {"topk", "causal", "compress_ratio", "deterministic",
+                                                                  "validate_inputs"})) {}
+
+  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    check_backend(backend_, arch);
+    if (cfg_.topk == 0) return {};
+    return {kernel_spec(choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch))};
+  }
+
+ protected:
+  std::string signature(const TensorArgs& tensors) const override {
+    const bool ref = impl_ == detail::Impl::kReference;
+    const IndexerCall call = validate(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
+    if (ref) return "reference";
+    return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+                       kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
+                       call.device.index);
+  }
+
+  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
+    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    const std::string arch = rt_.arch_for_device(call.device.index);
+    check_backend(backend_, arch);
+    if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
+    KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
+    auto kernel = rt_.kernels().loaded(kernel_spec(choice), call.device.index);
+    if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
+      throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
+                                    kernel->compiled->spec.describe(), choice.geo.smem_bytes,
+                                    kernel->max_dynamic_smem_bytes));
+    const auto& drv = jit::CudaDriver::get();
+    drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     choice.geo.smem_bytes),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
+  }
+
+ private:
+  LightningIndexerOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
+      : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  IndexerConfig cfg_;
+};
+
+}  // namespace
+
+}  // namespace attnjit::ops
+
+namespace attnjit::detail {
+
+OpDefinition lightning_indexer_definition() {
+  OpDefinition d;
+  d.name = ops::kOp;
+  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
+    return std::make_shared<ops::LightningIndexerOp>(rt, config);
+  };
+  // The shape (H = 64, D = 128, topk 2048) in both dtypes, causal and not, plus topk 64 / D 64
+  // and a packed causal kernel; other configurations compile on first use.
+  d.default_matrix = [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    ops::IndexerConfig cfg;
+    for (DType dt : {DType::kBF16, DType::kF16})
+      for (bool causal : {false, true}) {
+        cfg.causal = causal;
+        for (auto [D, topk] : {std::pair<int64_t, int64_t>{128, 2048}, std::pair<int64_t, int64_t>{64, 64}}) {
+          cfg.topk = topk;
+          specs.push_back(ops::kernel_spec(ops::choose(cfg, dt, D, 64, false, arch)));
+        }
+      }
+    cfg.causal = true;
+    cfg.topk = 2048;
+    specs.push_back(ops::kernel_spec(ops::choose(cfg, DType::kBF16, 128, 64, true, arch)));
+    return specs;
+  };
+  return d;
+}
+
+}  // namespace attnjit::detail

@@ -1,0 +1,43 @@
+// Launch parameters of the bsa_fwd kernels (templates/bsa/bsa_fwd.cuh, bsa_combine.cuh) and of the
+// bsa_fp8_fwd kernels (bsa_fp8_fwd.cuh), shared by the host planner and the device code (plain types
+// only). Strides are in elements, along the logical axes (b, h, s) whatever the layout.
+#pragma once
+
+namespace attnjit::kernels {
+
+struct BsaFwdParams {
+  const void* q;  // [B, H_q, S_q, D] (any layout: strides)
+  const void* k;  // [B, H_kv, S_kv, D]
+  const void* v;  // [B, H_kv, S_kv, D_v]
+  void* o;        // [B, H_q, S_q, D_v], q's dtype (kv_splits = 1)
+  float* lse;     // [B, H_q, S_q] natural log, null when absent
+  long long q_sb, q_sh, q_ss;
+  long long k_sb, k_sh, k_ss;
+  long long v_sb, v_sh, v_ss;
+  long long o_sb, o_sh, o_ss;
+  long long lse_sb, lse_sh, lse_ss;
+  const int* index;  // q2k_block_index [B, H_q, N_q, K_max]
+  long long idx_sb, idx_sh, idx_sm, idx_su;
+  const int* nums;   // q2k_block_nums [B, H_q, N_q] (variable counts)
+  long long nums_sb, nums_sh, nums_sm;
+  const int* bsz;    // block_sizes [N_kv] | [B, N_kv] | [B, H_q, N_kv]
+  long long bsz_sb, bsz_sh, bsz_sk;  // strides of the axes the rank has (others unused)
+  float* part_o;     // kv_splits > 1: [splits, B, H_q, S_q, D_v] fp32, normalised per split
+  float* part_lse;   // kv_splits > 1: [splits, B, H_q, S_q] fp32 natural log (-inf: empty split)
+  int batch, h_q, group, s_q, s_kv, n_q, n_kv, k_max;
+  int fixed_count;   // block_sparse_num (fixed counts)
+  int splits;        // kv_splits (1 without splitting)
+  float scale_log2;  // scale * log2(e)
+  // bsa_fp8_fwd only: the quantised operands and their scales in the plan's workspace.
+  const unsigned char* q8;   // [B, H, S_q, 128] e4m3
+  const unsigned char* k8;   // [B, H, S_kv, 128] e4m3 (mean-centred)
+  const unsigned char* v8t;  // [B, H, 128, S_kv_pad] e4m3, keys contiguous, permuted per 32-key chunk
+  const float* sq;           // [B, H, S_q]
+  const float* sk;           // [B, H, ceil(S_kv / 16)]
+  const float* sv;           // [H, 128]
+  float* mu;                 // [B, H, 128] fp32 key means
+  float* vmax;               // [H, 128] fp32 max |v| (as unsigned bits for atomicMax)
+  int s_kv_pad;              // S_kv rounded up to 32
+};
+
+}  // namespace attnjit::kernels
