@@ -9,9 +9,10 @@
 //   4. bsa_bwd_scan           one CTA: offsets = exclusive prefix sums of counts (and fill cursors)
 //   5. bsa_bwd_route(fill)    per active (row block, u): list[cursor++] = (head in group, query block)
 //   6. bsa_bwd_main<..>       one CTA per (key block, kv head, batch): K and V stay in shared memory;
-//                             for every query block (of every query head of the group) that selects the
-//                             key block, in sub-tiles of BM rows: S^T = K Q^T, dP^T = V dO^T,
-//                             P^T = exp2(S^T scale log2(e) - lse2), dS^T = P^T (dP^T - delta),
+//                             the query blocks (of every query head of the group) that select the key
+//                             block are walked in items of BM rows (half an entry for bs 128, two entries
+//                             for bs 64): S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T scale log2(e) - lse2),
+//                             dS^T = P^T (dP^T - delta) (P^T, dS^T to shared memory), then
 //                             dV += P^T dO, dK += dS^T Q (registers), dQ_acc += dS K (fp32 red.add);
 //                             at the end dK * scale and dV are stored (zeros for unselected keys).
 //   7. bsa_bwd_dq<T, D>       dq = rnd(scale * dq_acc) for every row (rows no block reaches: exact 0).
@@ -186,38 +187,46 @@ __device__ __forceinline__ void red_add_f32x2(float* addr, float x, float y) {
 #endif
 }
 
+// Tile geometry of bsa_bwd_main. An item is one tile of BM query rows made of 64-row slots; a slot is
+// the 64-row part of one list entry (query head, query block): bs 128 splits an entry into two items
+// of one slot, bs 64 pairs two entries into one item of two slots, so both block sizes run the same
+// 32 x 32 warp tiles. Three phases per item, FlashAttention-2 style, with eight warps:
+//   1. S^T = K Q^T, dP^T = V dO^T, P^T, dS^T -> shared memory: warps kW1N (keys) x kW1M (queries);
+//   2a. dV += P^T dO, dK += dS^T Q (registers): warps kW2N (keys) x kW2D (head dim);
+//   2b. dQ_acc += dS K (fp32 red.add): warps kWqM (query rows) x kWqD (head dim).
+// Every warp tile is 32 x 32 (or 32 x kDCols), which halves the shared-memory reads per MMA of the
+// A-operand side against 16-row warp tiles; shared-memory bandwidth is what limits mma.sync attention.
 template <typename T_, int D_, int BS_, int BM_>
 struct BsaBwdConfig {
   using T = T_;
   using TKV = T_;  // the names load_tile_affine reads
   static constexpr bool kFp8KV = false;
   static constexpr int D = D_, BS = BS_, BM = BM_;
-  static constexpr int BN = BS;                           // keys per CTA: one key block
-  static constexpr int kRowWarps = BN / 16;               // warps along the keys (16 key rows each)
-  static constexpr int kMSplit = BN == 64 ? 2 : 1;        // warps along the query columns of S^T
-  static constexpr int WARPS = kRowWarps * kMSplit;       // 8
+  static constexpr int BN = BS;                  // keys per CTA: one key block
+  static constexpr int kSlot = 64;               // query rows per slot
+  static constexpr int kSlots = BM / kSlot;      // slots per item: 1 (bs 128) or 2 (bs 64)
+  static constexpr int kSubs = BS / kSlot;       // slots per list entry: 2 (bs 128) or 1 (bs 64)
+  static constexpr int WARPS = 8;
   static constexpr int kThreads = WARPS * 32;
-  static constexpr int kWM = BM / kMSplit;                // query columns of a warp's S^T tile
-  static constexpr int kNT = kWM / 8;                     // n8 tiles of S^T per warp
-  static constexpr int kDT = D / 8;                       // n8 tiles of dK / dV per warp
-  static constexpr int kKS = D / 16;                      // k16 steps over the head dim
-  static constexpr int kPitch = D + 8;                    // shared row pitch (elements) of K, V, Q, dO
-  static constexpr int kDsPitch = BM + 8;                 // shared row pitch of dS^T
-  static constexpr int kSubs = BS / BM;                   // sub-tiles per query block
-  static constexpr int kDqRowGroups = BM / 16;            // dQ = dS K: warps along rows ...
-  static constexpr int kDqColGroups = WARPS / kDqRowGroups;  // ... and along the head dim
-  static constexpr int kDqCols = D / kDqColGroups;
-  static constexpr int kDqChunk = kDqCols > 64 ? 64 : kDqCols;  // columns accumulated per pass
+  static constexpr int kW1N = BN / 32, kW1M = WARPS / kW1N;                  // phase 1: 32 keys x 32 queries
+  static constexpr int kW2N = BN / 32, kW2D = WARPS / kW2N, kDCols = D / kW2D;  // phase 2a: 32 keys x kDCols
+  static constexpr int kDT = kDCols / 8;                                      // n8 tiles of dK / dV per warp
+  static constexpr int kWqM = BM / 32, kWqD = WARPS / kWqM, kQCols = D / kWqD;  // phase 2b: 32 rows x kQCols
+  // dQ columns per pass: 32, or all 64 where the dK / dV accumulators are small enough (bs 64, D 128).
+  static constexpr int kQChunk = kQCols > 32 && kDT > 4 ? 32 : kQCols;
+  static constexpr int kKS = D / 16;        // k16 steps over the head dim
+  static constexpr int kPitch = D + 8;      // shared row pitch (elements) of K, V, Q, dO
+  static constexpr int kPsPitch = BM + 8;   // shared row pitch of P^T and dS^T
   static constexpr int kSmemBytes = bsa_bwd_smem_bytes(D, BN, BM);
   static_assert(sizeof(T) == 2, "bsa_bwd: 16-bit inputs");
   static_assert(D == 64 || D == 128, "bsa_bwd: D is 64 or 128");
   static_assert(BS == 64 || BS == 128, "bsa_bwd: the sparse block size is 64 or 128");
-  static_assert(BS % BM == 0 && kWM % 16 == 0, "bsa_bwd: BM divides the block, a warp owns k16 query steps");
-  static_assert(WARPS % kDqRowGroups == 0 && kDqCols % 16 == 0 && kDqCols % kDqChunk == 0,
-                "bsa_bwd: the dQ tile splits evenly over the warps");
-  // The end-of-CTA dK/dV reduction across the kMSplit warps reuses the Q/dO buffers.
-  static_assert(kMSplit == 1 || kRowWarps * 32 * kDT * 8 * 4 <= 4 * BM * kPitch * 2,
-                "bsa_bwd: the dK/dV reduction fits the Q/dO buffers");
+  static_assert(BM == (BS == 64 ? 128 : 64), "bsa_bwd: BM is 64 (bs 128) or 128 (bs 64)");
+  static_assert(kW1N * kW1M == WARPS && kW1M * 32 == BM, "bsa_bwd: phase 1 tiles the item with 32 x 32 warp tiles");
+  static_assert(kW2N * kW2D == WARPS && kDCols % 16 == 0, "bsa_bwd: phase 2a splits dK / dV evenly");
+  static_assert(kWqM * kWqD == WARPS && kQCols % kQChunk == 0 && kQChunk % 16 == 0,
+                "bsa_bwd: phase 2b splits the dQ tile evenly");
+  static_assert(kSlot % 32 == 0, "bsa_bwd: a 32-row warp tile lies in one slot");
 };
 
 template <typename T, int D, int BS, int BM>
@@ -225,27 +234,26 @@ __global__ void __launch_bounds__(BsaBwdConfig<T, D, BS, BM>::kThreads, 1)
     bsa_bwd_main(const __grid_constant__ BsaBwdParams p) {
   using Cfg = BsaBwdConfig<T, D, BS, BM>;
   using Mma = MmaOp<T>;
-  constexpr int BN = Cfg::BN, kPitch = Cfg::kPitch, kDsPitch = Cfg::kDsPitch, kNT = Cfg::kNT, kDT = Cfg::kDT;
-  constexpr int kSubs = Cfg::kSubs;
+  constexpr int BN = Cfg::BN, kPitch = Cfg::kPitch, kPs = Cfg::kPsPitch, kDT = Cfg::kDT;
+  constexpr int kSlot = Cfg::kSlot, kSlots = Cfg::kSlots, kSubs = Cfg::kSubs;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + BN * kPitch;
-  T* sQbuf = sV + BN * kPitch;         // [2][BM][kPitch]
+  T* sQbuf = sV + BN * kPitch;          // [2][BM][kPitch]
   T* sdObuf = sQbuf + 2 * BM * kPitch;  // [2][BM][kPitch]
-  T* sdS = sdObuf + 2 * BM * kPitch;    // [BN][kDsPitch]: dS^T of the current sub-tile
-  float* sLse = reinterpret_cast<float*>(sdS + BN * kDsPitch);  // [2][BM]
-  float* sDelta = sLse + 2 * BM;                                // [2][BM]
+  T* sPt = sdObuf + 2 * BM * kPitch;    // [BN][kPs]: P^T of the current item
+  T* sdSt = sPt + BN * kPs;             // [BN][kPs]: dS^T of the current item
+  float* sLse = reinterpret_cast<float*>(sdSt + BN * kPs);  // [2][BM]
+  float* sDelta = sLse + 2 * BM;                            // [2][BM]
 
   const int kb = blockIdx.x, r = blockIdx.y, b = blockIdx.z;
   const long long seg = (static_cast<long long>(b) * p.h_kv + r) * p.n_kv + kb;
   const int first = p.offsets[seg];
-  const int n_items = (p.offsets[seg + 1] - first) * kSubs;
+  const int n_slots = (p.offsets[seg + 1] - first) * kSubs;
+  const int n_items = (n_slots + kSlots - 1) / kSlots;
   const int key0 = kb * BS;
   const int kv_valid = min(BS, p.s_kv - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wn = warp % Cfg::kRowWarps, wm = warp / Cfg::kRowWarps;
-  const int n_row0 = wn * 16;      // the warp's key rows in the block
-  const int m_col0 = wm * Cfg::kWM;  // the warp's query columns in the sub-tile
 
   // Keys of this block visible to query head h: min(bsz, S_kv - key0), clamped to [0, BS].
   auto block_len = [&](int h) -> int {
@@ -255,211 +263,270 @@ __global__ void __launch_bounds__(BsaBwdConfig<T, D, BS, BM>::kThreads, 1)
     else if (p.bsz_rank == 3) sz = p.block_sizes[b * p.bsz_s0 + h * p.bsz_s1 + kb * p.bsz_s2];
     return max(0, min(sz, kv_valid));
   };
-  auto item_of = [&](int t, int& h, int& m0) {
-    const int e = t / kSubs, sub = t - e * kSubs;
+  // Slot g of this CTA's list: query head h and first query row m0; false when the slot is absent (past
+  // the list: the second slot of a bs-64 item with an odd entry count) or wholly past S_q.
+  auto slot_of = [&](int g, int& h, int& m0) -> bool {
+    h = 0;
+    m0 = 0;
+    if (g >= n_slots) return false;
+    const int e = g / kSubs, sub = g - e * kSubs;
     const int ent = p.list[first + e];
     const int hg = ent / p.n_q, qb = ent - hg * p.n_q;
     h = r * p.group + hg;
-    m0 = qb * BS + sub * BM;
+    m0 = qb * BS + sub * kSlot;
+    return m0 < p.s_q;
   };
 
-  float dk[kDT][4], dv[kDT][4];
+  // Phase 2a ownership (dK / dV accumulators and the final stores).
+  const int n2 = (warp % Cfg::kW2N) * 32, d2 = (warp / Cfg::kW2N) * Cfg::kDCols;
+  float dk[2][kDT][4], dv[2][kDT][4];
 #pragma unroll
-  for (int dt = 0; dt < kDT; ++dt)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mt][dt][e] = dv[mt][dt][e] = 0.f;
 
   if (n_items > 0) {
     load_tile_affine<Cfg, BN>(sK, static_cast<const T*>(p.k) + b * p.k_sb + r * p.k_sh + static_cast<long long>(key0) * p.k_ss,
                               p.k_ss, kv_valid);
     load_tile_affine<Cfg, BN>(sV, static_cast<const T*>(p.v) + b * p.v_sb + r * p.v_sh + static_cast<long long>(key0) * p.v_ss,
                               p.v_ss, kv_valid);
-    // Loads sub-tile t's Q, dO, lse2 and delta into buffer t % 2 and commits a group (an empty one past
-    // the last item, so that group t always holds item t; group 0 also holds K and V).
-    auto issue = [&](int t) {
+    // Item t's slots: present, query head, first row, visible keys (the metadata reads are issued a
+    // barrier ahead of their use).
+    struct Slots {
+      bool act[kSlots];
+      int h[kSlots], m0[kSlots], len[kSlots];
+    };
+    auto slots_of = [&](int t, Slots& q) {
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        q.act[s] = slot_of(t * kSlots + s, q.h[s], q.m0[s]);
+        q.len[s] = q.act[s] ? block_len(q.h[s]) : 0;
+      }
+    };
+    // Loads item t's present slots (Q, dO, lse2, delta) into buffer t % 2 and commits a group (an empty
+    // one past the last item; group 0 also holds K and V). Absent slots are never read.
+    auto issue = [&](int t, const Slots& q) {
       if (t < n_items) {
-        int h, m0;
-        item_of(t, h, m0);
         const int buf = t & 1;
-        const int valid = p.s_q - m0;
-        if (valid > 0) {  // a sub-tile wholly past S_q is skipped (its rows' addresses may lie past q's end)
-          load_tile_affine<Cfg, BM>(sQbuf + buf * BM * kPitch,
-                                    static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh + static_cast<long long>(m0) * p.q_ss,
-                                    p.q_ss, valid);
-          load_tile_affine<Cfg, BM>(sdObuf + buf * BM * kPitch,
-                                    static_cast<const T*>(p.dout) + b * p.do_sb + h * p.do_sh +
-                                        static_cast<long long>(m0) * p.do_ss,
-                                    p.do_ss, valid);
-        }
-        const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
-        for (int c = threadIdx.x; c < BM / 2; c += Cfg::kThreads) {
-          const bool is_delta = c >= BM / 4;
-          const int cc = is_delta ? c - BM / 4 : c;
-          cp_async_16((is_delta ? sDelta : sLse) + buf * BM + cc * 4, (is_delta ? p.delta : p.lse2) + row0 + cc * 4, true);
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+          if (!q.act[s]) continue;
+          const int h = q.h[s], m0 = q.m0[s];
+          const int valid = p.s_q - m0;  // > 0; rows past S_q are zero-filled
+          load_tile_affine<Cfg, kSlot>(sQbuf + (buf * BM + s * kSlot) * kPitch,
+                                       static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh + static_cast<long long>(m0) * p.q_ss,
+                                       p.q_ss, valid);
+          load_tile_affine<Cfg, kSlot>(sdObuf + (buf * BM + s * kSlot) * kPitch,
+                                       static_cast<const T*>(p.dout) + b * p.do_sb + h * p.do_sh +
+                                           static_cast<long long>(m0) * p.do_ss,
+                                       p.do_ss, valid);
+          // lse2 / delta of the slot's 64 rows (padding rows past S_q hold +inf / 0: P = 0 there).
+          const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
+          for (int c = threadIdx.x; c < kSlot / 2; c += Cfg::kThreads) {
+            const bool is_delta = c >= kSlot / 4;
+            const int cc = is_delta ? c - kSlot / 4 : c;
+            cp_async_16((is_delta ? sDelta : sLse) + buf * BM + s * kSlot + cc * 4,
+                        (is_delta ? p.delta : p.lse2) + row0 + cc * 4, true);
+          }
         }
       }
       cp_async_commit();
     };
-    issue(0);
-    issue(1);
+    Slots cur;
+    slots_of(0, cur);
+    issue(0, cur);
 
     for (int t = 0; t < n_items; ++t) {
-      cp_async_wait<1>();
-      __syncthreads();  // item t (and K, V) landed; every warp is done with item t - 1
+      Slots nxt;
+      slots_of(t + 1, nxt);  // (absent past the last item)
+      cp_async_wait<0>();
+      __syncthreads();  // item t (and K, V) landed; every warp is done with item t - 1 (its buffer, P^T, dS^T)
+      issue(t + 1, nxt);  // into buffer (t + 1) % 2: lands while item t computes
       const int buf = t & 1;
       const T* sQ = sQbuf + buf * BM * kPitch;
       const T* sdO = sdObuf + buf * BM * kPitch;
-      const float* lse2 = sLse + buf * BM;
-      const float* delta = sDelta + buf * BM;
-      int h, m0;
-      item_of(t, h, m0);
-      const bool active = m0 < p.s_q;  // uniform: a sub-tile wholly past S_q contributes nothing
-      if (active) {
-        const int len = block_len(h);
-        // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x kWM queries.
-        float st[kNT][4], dpt[kNT][4];
+      const bool* act = cur.act;
+      // Slot s's entries with a warp-dependent s, by selects (no local-memory indexing).
+      auto act_of = [&](int s) { return kSlots == 1 || s == 0 ? cur.act[0] : cur.act[kSlots - 1]; };
+      auto h_of = [&](int s) { return kSlots == 1 || s == 0 ? cur.h[0] : cur.h[kSlots - 1]; };
+      auto m0_of = [&](int s) { return kSlots == 1 || s == 0 ? cur.m0[0] : cur.m0[kSlots - 1]; };
+      auto len_of = [&](int s) { return kSlots == 1 || s == 0 ? cur.len[0] : cur.len[kSlots - 1]; };
+
+      // Phase 1: the warp's 32 keys x 32 queries of S^T and dP^T, then P^T and dS^T (16-bit) to shared.
+      {
+        const int n1 = (warp % Cfg::kW1N) * 32, c1 = (warp / Cfg::kW1N) * 32;
+        const int s = c1 / kSlot;
+        if (act_of(s)) {
+          const int len = len_of(s);
+          const float* lse2 = sLse + buf * BM;
+          const float* delta = sDelta + buf * BM;
+          float st[2][4][4], dpt[2][4][4];
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
+          for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+            for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int ks = 0; ks < Cfg::kKS; ++ks) {
-          unsigned ak[4], av[4];
-          ldmatrix_x4(ak, sK + (n_row0 + lane % 16) * kPitch + ks * 16 + (lane / 16) * 8);
-          ldmatrix_x4(av, sV + (n_row0 + lane % 16) * kPitch + ks * 16 + (lane / 16) * 8);
+              for (int e = 0; e < 4; ++e) st[mt][nt][e] = dpt[mt][nt][e] = 0.f;
 #pragma unroll
-          for (int np = 0; np < kNT / 2; ++np) {
-            const int off = (m_col0 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks * 16 + ((lane / 8) % 2) * 8;
-            unsigned bq[4], bo[4];
-            ldmatrix_x4(bq, sQ + off);
-            ldmatrix_x4(bo, sdO + off);
-            Mma::run(st[2 * np], ak, bq[0], bq[1]);
-            Mma::run(st[2 * np + 1], ak, bq[2], bq[3]);
-            Mma::run(dpt[2 * np], av, bo[0], bo[1]);
-            Mma::run(dpt[2 * np + 1], av, bo[2], bo[3]);
+          for (int ks = 0; ks < Cfg::kKS; ++ks) {
+            unsigned ak[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+              ldmatrix_x4(ak[mt], sK + (n1 + mt * 16 + lane % 16) * kPitch + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              unsigned bq[4];
+              ldmatrix_x4(bq, sQ + (c1 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                Mma::run(st[mt][2 * np], ak[mt], bq[0], bq[1]);
+                Mma::run(st[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
+              }
+            }
+            unsigned av[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+              ldmatrix_x4(av[mt], sV + (n1 + mt * 16 + lane % 16) * kPitch + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              unsigned bo[4];
+              ldmatrix_x4(bo, sdO + (c1 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                Mma::run(dpt[mt][2 * np], av[mt], bo[0], bo[1]);
+                Mma::run(dpt[mt][2 * np + 1], av[mt], bo[2], bo[3]);
+              }
+            }
           }
+          // P^T = exp2(S^T scale log2(e) - lse2) (0 for hidden keys and lse = -inf rows); dS^T = P^T (dP^T - delta).
+          const bool mask = len < BN;
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const int col = c1 + nt * 8 + 2 * (lane % 4);
+            const float l0 = lse2[col], l1 = lse2[col + 1], e0 = delta[col], e1 = delta[col + 1];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                float pv = fast_exp2(fmaf(st[mt][nt][e], p.scale_log2, -((e & 1) ? l1 : l0)));
+                if (mask && n1 + mt * 16 + lane / 4 + (e >> 1) * 8 >= len) pv = 0.f;
+                st[mt][nt][e] = pv;
+                dpt[mt][nt][e] = pv * (dpt[mt][nt][e] - ((e & 1) ? e1 : e0));
+              }
+          }
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+              const int off = (n1 + mt * 16 + lane / 4) * kPs + c1 + nt * 8 + 2 * (lane % 4);
+              *reinterpret_cast<unsigned*>(sPt + off) = Mma::pack(st[mt][nt][0], st[mt][nt][1]);
+              *reinterpret_cast<unsigned*>(sPt + off + 8 * kPs) = Mma::pack(st[mt][nt][2], st[mt][nt][3]);
+              *reinterpret_cast<unsigned*>(sdSt + off) = Mma::pack(dpt[mt][nt][0], dpt[mt][nt][1]);
+              *reinterpret_cast<unsigned*>(sdSt + off + 8 * kPs) = Mma::pack(dpt[mt][nt][2], dpt[mt][nt][3]);
+            }
         }
-        // P^T = exp2(S^T scale log2(e) - lse2) (0 for hidden keys and lse = -inf rows); dS^T = P^T (dP^T - delta).
-        const bool mask = len < BN;
+      }
+      __syncthreads();  // P^T and dS^T complete
+
+      // Phase 2a: dV += P^T dO, dK += dS^T Q for the warp's 32 keys x kDCols, over the present slots.
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
+      for (int s = 0; s < kSlots; ++s) {
+        if (!act[s]) continue;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = m_col0 + nt * 8 + 2 * (lane % 4) + (e & 1);
-            float pv = fast_exp2(fmaf(st[nt][e], p.scale_log2, -lse2[col]));
-            if (mask && n_row0 + lane / 4 + (e >> 1) * 8 >= len) pv = 0.f;
-            st[nt][e] = pv;
-            dpt[nt][e] = pv * (dpt[nt][e] - delta[col]);
+        for (int kq = 0; kq < kSlot / 16; ++kq) {
+          const int q0 = s * kSlot + kq * 16;
+          unsigned ap[2][4], as[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            ldmatrix_x4(ap[mt], sPt + (n2 + mt * 16 + lane % 16) * kPs + q0 + (lane / 16) * 8);
+            ldmatrix_x4(as[mt], sdSt + (n2 + mt * 16 + lane % 16) * kPs + q0 + (lane / 16) * 8);
           }
-        // dV += P^T dO, dK += dS^T Q (k = the warp's query columns).
-#pragma unroll
-        for (int kk = 0; kk < kNT / 2; ++kk) {
-          unsigned ap[4], as[4];
-          ap[0] = Mma::pack(st[2 * kk][0], st[2 * kk][1]);
-          ap[1] = Mma::pack(st[2 * kk][2], st[2 * kk][3]);
-          ap[2] = Mma::pack(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-          ap[3] = Mma::pack(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-          as[0] = Mma::pack(dpt[2 * kk][0], dpt[2 * kk][1]);
-          as[1] = Mma::pack(dpt[2 * kk][2], dpt[2 * kk][3]);
-          as[2] = Mma::pack(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-          as[3] = Mma::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
-          // dS^T to shared memory for dQ (the same 16-bit values dK uses).
-          T* ds_row = sdS + (n_row0 + lane / 4) * kDsPitch + m_col0 + kk * 16 + 2 * (lane % 4);
-          *reinterpret_cast<unsigned*>(ds_row) = as[0];
-          *reinterpret_cast<unsigned*>(ds_row + 8 * kDsPitch) = as[1];
-          *reinterpret_cast<unsigned*>(ds_row + 8) = as[2];
-          *reinterpret_cast<unsigned*>(ds_row + 8 * kDsPitch + 8) = as[3];
 #pragma unroll
           for (int dp = 0; dp < kDT / 2; ++dp) {
-            const int off = (m_col0 + kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dp * 16 + (lane / 16) * 8;
+            const int off = (q0 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + d2 + dp * 16 + (lane / 16) * 8;
             unsigned bo[4], bq[4];
             ldmatrix_x4_trans(bo, sdO + off);
             ldmatrix_x4_trans(bq, sQ + off);
-            Mma::run(dv[2 * dp], ap, bo[0], bo[1]);
-            Mma::run(dv[2 * dp + 1], ap, bo[2], bo[3]);
-            Mma::run(dk[2 * dp], as, bq[0], bq[1]);
-            Mma::run(dk[2 * dp + 1], as, bq[2], bq[3]);
-          }
-        }
-      }
-      __syncthreads();  // dS^T complete; buffer t % 2 free
-      issue(t + 2);
-      if (active) {
-        // dQ_acc[m0 + m, :] += dS[m, :] K over the block's keys.
-        const int qrow0 = (warp % Cfg::kDqRowGroups) * 16;
-        const int dcol0 = (warp / Cfg::kDqRowGroups) * Cfg::kDqCols;
-        float* acc = p.dq_acc + ((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0 + qrow0 + lane / 4) * D;
 #pragma unroll
-        for (int c0 = 0; c0 < Cfg::kDqCols; c0 += Cfg::kDqChunk) {
-          float dqf[Cfg::kDqChunk / 8][4];
-#pragma unroll
-          for (int nt = 0; nt < Cfg::kDqChunk / 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dqf[nt][e] = 0.f;
-#pragma unroll
-          for (int ks = 0; ks < BN / 16; ++ks) {
-            unsigned a[4];
-            ldmatrix_x4_trans(a, sdS + (ks * 16 + (lane % 8) + (lane / 16) * 8) * kDsPitch + qrow0 + ((lane / 8) % 2) * 8);
-#pragma unroll
-            for (int dp = 0; dp < Cfg::kDqChunk / 16; ++dp) {
-              unsigned bk[4];
-              ldmatrix_x4_trans(bk, sK + (ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dcol0 + c0 + dp * 16 +
-                                        (lane / 16) * 8);
-              Mma::run(dqf[2 * dp], a, bk[0], bk[1]);
-              Mma::run(dqf[2 * dp + 1], a, bk[2], bk[3]);
+            for (int mt = 0; mt < 2; ++mt) {
+              Mma::run(dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
+              Mma::run(dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
+              Mma::run(dk[mt][2 * dp], as[mt], bq[0], bq[1]);
+              Mma::run(dk[mt][2 * dp + 1], as[mt], bq[2], bq[3]);
             }
           }
+        }
+      }
+
+      // Phase 2b: dQ_acc[m0 + m, :] += dS[m, :] K over the block's keys, 32 rows x kQCols per warp.
+      {
+        const int q0 = (warp % Cfg::kWqM) * 32, dq0 = (warp / Cfg::kWqM) * Cfg::kQCols;
+        const int s = q0 / kSlot;
+        if (act_of(s)) {
+          float* acc = p.dq_acc + ((static_cast<long long>(b) * p.h_q + h_of(s)) * p.s_pad + m0_of(s) + (q0 - s * kSlot) +
+                                   lane / 4) * D;
 #pragma unroll
-          for (int nt = 0; nt < Cfg::kDqChunk / 8; ++nt) {
-            const int col = dcol0 + c0 + nt * 8 + 2 * (lane % 4);
-            red_add_f32x2(acc + col, dqf[nt][0], dqf[nt][1]);
-            red_add_f32x2(acc + 8 * D + col, dqf[nt][2], dqf[nt][3]);
+          for (int c0 = 0; c0 < Cfg::kQCols; c0 += Cfg::kQChunk) {
+            float dqf[2][Cfg::kQChunk / 8][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < Cfg::kQChunk / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) dqf[mt][nt][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks) {
+              unsigned a[2][4];
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt)
+                ldmatrix_x4_trans(a[mt], sdSt + (ks * 16 + (lane % 8) + (lane / 16) * 8) * kPs + q0 + mt * 16 +
+                                             ((lane / 8) % 2) * 8);
+#pragma unroll
+              for (int dp = 0; dp < Cfg::kQChunk / 16; ++dp) {
+                unsigned bk[4];
+                ldmatrix_x4_trans(bk, sK + (ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dq0 + c0 + dp * 16 +
+                                          (lane / 16) * 8);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                  Mma::run(dqf[mt][2 * dp], a[mt], bk[0], bk[1]);
+                  Mma::run(dqf[mt][2 * dp + 1], a[mt], bk[2], bk[3]);
+                }
+              }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < Cfg::kQChunk / 8; ++nt) {
+                const int col = dq0 + c0 + nt * 8 + 2 * (lane % 4);
+                red_add_f32x2(acc + (mt * 16) * D + col, dqf[mt][nt][0], dqf[mt][nt][1]);
+                red_add_f32x2(acc + (mt * 16 + 8) * D + col, dqf[mt][nt][2], dqf[mt][nt][3]);
+              }
           }
         }
       }
+      cur = nxt;
     }
-    cp_async_wait<0>();  // no cp.async may be pending past here
-    if constexpr (Cfg::kMSplit > 1) {
-      // The two warps of a key row group hold partial sums over halves of the query columns.
-      __syncthreads();
-      float* red = reinterpret_cast<float*>(sQbuf) + wn * (kDT * 8 * 32);
-      if (wm == 1) {
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            red[(dt * 8 + e) * 32 + lane] = dk[dt][e];
-            red[(dt * 8 + 4 + e) * 32 + lane] = dv[dt][e];
-          }
-      }
-      __syncthreads();
-      if (wm == 0) {
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            dk[dt][e] += red[(dt * 8 + e) * 32 + lane];
-            dv[dt][e] += red[(dt * 8 + 4 + e) * 32 + lane];
-          }
-      }
-    }
+    cp_async_wait<0>();  // no cp.async may be pending past here (the last group is empty)
   }
 
   // dK = scale * sum dS^T q, dV = sum P^T do: every key row < S_kv of the block (zeros when unselected).
-  if (wm == 0) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const int j = key0 + n_row0 + lane / 4 + hf * 8;
+      const int j = key0 + n2 + mt * 16 + lane / 4 + hf * 8;
       if (j >= p.s_kv) continue;
-      T* dk_row = static_cast<T*>(p.dk) + b * p.dk_sb + r * p.dk_sh + static_cast<long long>(j) * p.dk_ss + 2 * (lane % 4);
-      T* dv_row = static_cast<T*>(p.dv) + b * p.dv_sb + r * p.dv_sh + static_cast<long long>(j) * p.dv_ss + 2 * (lane % 4);
+      T* dk_row = static_cast<T*>(p.dk) + b * p.dk_sb + r * p.dk_sh + static_cast<long long>(j) * p.dk_ss + d2 + 2 * (lane % 4);
+      T* dv_row = static_cast<T*>(p.dv) + b * p.dv_sb + r * p.dv_sh + static_cast<long long>(j) * p.dv_ss + d2 + 2 * (lane % 4);
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
-        *reinterpret_cast<unsigned*>(dk_row + dt * 8) = Mma::pack(dk[dt][2 * hf] * p.scale, dk[dt][2 * hf + 1] * p.scale);
-        *reinterpret_cast<unsigned*>(dv_row + dt * 8) = Mma::pack(dv[dt][2 * hf], dv[dt][2 * hf + 1]);
+        *reinterpret_cast<unsigned*>(dk_row + dt * 8) =
+            Mma::pack(dk[mt][dt][2 * hf] * p.scale, dk[mt][dt][2 * hf + 1] * p.scale);
+        *reinterpret_cast<unsigned*>(dv_row + dt * 8) = Mma::pack(dv[mt][dt][2 * hf], dv[mt][dt][2 * hf + 1]);
       }
     }
-  }
 }
 
 }  // namespace attnjit::kernels

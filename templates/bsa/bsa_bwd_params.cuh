@@ -53,10 +53,14 @@ struct BsaBwdParams {
   int* list;         // entries (head in group) * N_q + query block, grouped by (b, kv head, key block)
 };
 
-// Dynamic shared memory of bsa_bwd_main<.., D, BN, BM, ..>: K and V (BN rows), double-buffered Q and dO
-// (BM rows), dS^T (BN x BM, 16-bit), double-buffered lse2 and delta (BM floats each).
+// Query rows per item of bsa_bwd_main for a sparse block size: 64 (bs 128: half a query block) or 128
+// (bs 64: two list entries).
+ATTNJIT_BSA_BWD_HD constexpr int bsa_bwd_block_m(int bs) { return bs == 64 ? 128 : 64; }
+
+// Dynamic shared memory of bsa_bwd_main<.., D, BN, BM>: K and V (BN rows), double-buffered Q and dO
+// (BM rows), P^T and dS^T (BN x BM, 16-bit), double-buffered lse2 and delta (BM floats each).
 ATTNJIT_BSA_BWD_HD constexpr int bsa_bwd_smem_bytes(int D, int BN, int BM) {
-  return (2 * BN + 4 * BM) * (D + 8) * 2 + BN * (BM + 8) * 2 + 4 * BM * 4;
+  return (2 * BN + 4 * BM) * (D + 8) * 2 + 2 * BN * (BM + 8) * 2 + 4 * BM * 4;
 }
 
 }  // namespace attnjit::kernels

@@ -26,7 +26,8 @@
 //   about 15x less than e4m3 P (measured in numpy: 2.4e-2 to 2.7e-2 rel_l2 against the fp8 reference,
 //   more than half the 5e-2 budget), at no cost on sm_90 where an e4m3 P.V would be unpacked to fp16.
 //   Logits: S = q8 . k8 (fp32), z = S * s_k(key group), l2 = z * (s_q(row) * scale * log2 e); online
-//   softmax in the log2 domain with lazy rescaling as in bsa_fwd. O = (sum_j P_ij v8_j) * s_v(d) / l_i.
+//   softmax in the log2 domain with lazy rescaling as in bsa_fwd (the maximum in z units, the exponent
+//   one FFMA per logit with the per-(row, group) factor). O = (sum_j P_ij v8_j) * s_v(d) / l_i.
 //   Subtracting mu changes every logit of a row by the same amount (softmax-invariant, SPEC.md §2.6).
 //
 // FRAGMENT LAYOUTS. ldmatrix (b16, non-transposed) on rows of e4m3 bytes gives thread (g = lane / 4,
@@ -397,11 +398,11 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
         const bool ok = ch * 16 < valid;
         cp_async_16(sV + d * kPV + ch * 16, ok ? vt + static_cast<long long>(d) * p.s_kv_pad + ch * 16 : vt, ok);
       }
-      // The tile's two s_k (groups n0 / 16 and n0 / 16 + 1; the second may lie past S_kv).
+      // The tile's two s_k (groups n0 / 16 and n0 / 16 + 1). A second group past S_kv (all its keys are
+      // masked) takes the last group's scale: every s_k stays finite and > 0, so -inf * s_k = -inf.
       if (threadIdx.x < BN / 16) {
-        const int gi = n0 / 16 + threadIdx.x;
-        const bool ok = gi < p.n_groups;
-        bsa8_cp_async_4(sSk + slot * (BN / 16) + threadIdx.x, ok ? skb + gi : skb, ok);
+        const int gi = min(n0 / 16 + static_cast<int>(threadIdx.x), p.n_groups - 1);
+        bsa8_cp_async_4(sSk + slot * (BN / 16) + threadIdx.x, skb + gi, true);
       }
     }
     if (slot == 0) valid_buf0 = valid;
@@ -449,29 +450,36 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
       }
     }
 
-    // Key-group scales, then the mask of keys past the tile's valid count.
-    const float sk0 = sSk[slot * (BN / 16)], sk1 = sSk[slot * (BN / 16) + 1];
+    // Keys past the tile's valid count (a short block or the end of S_kv) are masked.
+    if (valid < BN) {
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
+        for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mt][nt][e] *= nt < kNT / 2 ? sk0 : sk1;
-          if (valid < BN && nt * 8 + 2 * (lane % 4) + (e & 1) >= valid) s[mt][nt][e] = -kInf();
-        }
+          for (int e = 0; e < 4; ++e)
+            if (nt * 8 + 2 * (lane % 4) + (e & 1) >= valid) s[mt][nt][e] = -kInf();
+    }
 
-    // Online softmax (log2 domain, per-row factor rq) with lazy rescaling as in bsa_fwd.cuh: every
-    // tile has a visible key in every row.
+    // Online softmax (log2 domain) with lazy rescaling as in bsa_fwd.cuh: every tile has a visible key in
+    // every row. The running maximum m_i is kept in units of z = S * s_k; since s_k > 0 is constant over
+    // each 16-key group (n8 tiles 0-1 and 2-3), a row's tile maximum is max_g(s_k(g) * max_{j in g} S_j),
+    // and the exponent is S_j * (rq * s_k(g)) - m_i * rq: the scales cost a few products per tile, not a
+    // multiply per logit.
+    const float sk0 = sSk[slot * (BN / 16)], sk1 = sSk[slot * (BN / 16) + 1];
     float tile_max[kMT][2];
     bool moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = -kInf();
+        float g0 = -kInf(), g1 = -kInf();
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+        for (int nt = 0; nt < kNT / 2; ++nt) {
+          g0 = fmaxf(g0, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+          g1 = fmaxf(g1, fmaxf(s[mt][nt + kNT / 2][2 * hf], s[mt][nt + kNT / 2][2 * hf + 1]));
+        }
+        float mx = fmaxf(g0 * sk0, g1 * sk1);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         tile_max[mt][hf] = mx;
@@ -498,11 +506,13 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const float m_scaled = m_i[mt][hf] == -kInf() ? 0.f : m_i[mt][hf] * rq[mt][hf];
+        const float c0 = rq[mt][hf] * sk0, c1 = rq[mt][hf] * sk1;
         float rs = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], rq[mt][hf], -m_scaled));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], rq[mt][hf], -m_scaled));
+          const float c = nt < kNT / 2 ? c0 : c1;
+          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], c, -m_scaled));
+          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], c, -m_scaled));
           s[mt][nt][2 * hf] = p0;
           s[mt][nt][2 * hf + 1] = p1;
           rs += p0 + p1;

@@ -1,6 +1,6 @@
-// Launch parameters of the bsa_fwd kernels (templates/bsa/bsa_fwd.cuh, bsa_combine.cuh) and of the
-// bsa_fp8_fwd kernels (bsa_fp8_fwd.cuh), shared by the host planner and the device code (plain types
-// only). Strides are in elements, along the logical axes (b, h, s) whatever the layout.
+// Launch parameters of the bsa_fwd kernels (templates/bsa/bsa_fwd.cuh, bsa_combine.cuh), shared by the
+// host planner and the device code (plain types only). Strides are in elements, along the logical axes
+// (b, h, s) whatever the layout. (bsa_fp8_fwd has its own: bsa_fp8_fwd_params.cuh.)
 #pragma once
 
 namespace attnjit::kernels {
@@ -28,16 +28,6 @@ struct BsaFwdParams {
   int fixed_count;   // block_sparse_num (fixed counts)
   int splits;        // kv_splits (1 without splitting)
   float scale_log2;  // scale * log2(e)
-  // bsa_fp8_fwd only: the quantised operands and their scales in the plan's workspace.
-  const unsigned char* q8;   // [B, H, S_q, 128] e4m3
-  const unsigned char* k8;   // [B, H, S_kv, 128] e4m3 (mean-centred)
-  const unsigned char* v8t;  // [B, H, 128, S_kv_pad] e4m3, keys contiguous, permuted per 32-key chunk
-  const float* sq;           // [B, H, S_q]
-  const float* sk;           // [B, H, ceil(S_kv / 16)]
-  const float* sv;           // [H, 128]
-  float* mu;                 // [B, H, 128] fp32 key means
-  float* vmax;               // [H, 128] fp32 max |v| (as unsigned bits for atomicMax)
-  int s_kv_pad;              // S_kv rounded up to 32
 };
 
 }  // namespace attnjit::kernels

@@ -46,15 +46,20 @@ struct GqaFwdConfig {
   static_assert(!SPLIT_ || !SINKS_, "gqa_fwd: split-KV applies sinks in the combine step");
   static_assert(D % 32 == 0 && D >= 32 && D <= 256, "gqa_fwd: D must be a multiple of 32 in [32, 256]");
   static_assert(BN % 16 == 0, "gqa_fwd: BN must be a multiple of 16");
-  static_assert(BM % (16 * WARPS) == 0, "gqa_fwd: each warp owns a multiple of 16 rows");
+  static_assert(BM % (16 * WARPS) == 0 || (SPLIT_ && BM % 16 == 0), "gqa_fwd: each warp owns a multiple of 16 rows");
   static_assert(kRope >= 0 && kRope <= 2, "gqa_fwd: rope mode is 0, 1 or 2");
   static_assert(!kSinks || kVarlen, "gqa_fwd: sinks come with packed queries");
   static constexpr bool kFp8Q = sizeof(TQ) == 1;
   static constexpr bool kFp8KV = sizeof(TKV) == 1;
   static constexpr int kThreads = WARPS * 32;
-  static constexpr int kWarpRows = BM / WARPS;
+  // Split-KV decode tiles with several warps split the keys, not the rows: every warp owns all BM rows
+  // and BN / WARPS keys of each tile, and the warps' softmax states merge at the end.
+  static constexpr bool kWarpSplit = SPLIT_ && WARPS_ > 1;
+  static constexpr int kWarpRows = kWarpSplit ? BM : BM / WARPS;
+  static constexpr int kWarpKeys = kWarpSplit ? BN / WARPS : BN;
+  static_assert(kWarpKeys % 16 == 0, "gqa_fwd: each warp takes a multiple of 16 keys of a tile");
   static constexpr int kMT = kWarpRows / 16;  // m16 tiles per warp
-  static constexpr int kNT = BN / 8;          // n8 tiles of S
+  static constexpr int kNT = kWarpKeys / 8;   // n8 tiles of S (this warp's keys)
   static constexpr int kDT = D / 8;           // n8 tiles of O
   static constexpr int kKS = D / 16;          // k16 steps of Q K^T
   static constexpr int kPitch = D + 8;        // shared-memory row pitch, elements
@@ -343,7 +348,8 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warp_row0 = warp * Cfg::kWarpRows;
+  const int warp_row0 = Cfg::kWarpSplit ? 0 : warp * Cfg::kWarpRows;
+  const int wk0 = Cfg::kWarpSplit ? warp * Cfg::kWarpKeys : 0;  // this warp's first key of each tile
   // This thread's rows: (mt, hf) -> tile row warp_row0 + mt * 16 + lane / 4 + hf * 8, at key position
   // row_pos (query index + shift).
   int row_pos[kMT][2];
@@ -467,7 +473,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         unsigned bk[4];
-        ldmatrix_x4(bk, sK + (np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8);
+        ldmatrix_x4(bk, sK + (wk0 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           Mma::run(s[mt][2 * np], a[mt], bk[0], bk[1]);
@@ -483,7 +489,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
             ldmatrix_x4(alo[mt], sQlo + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
 #pragma unroll
           for (int np = 0; np < kNT / 2; ++np) {
-            const int off = (np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8;
+            const int off = (wk0 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8;
             unsigned bk[4], bklo[4];
             ldmatrix_x4(bk, sK + off);
             ldmatrix_x4(bklo, sKlo + off);
@@ -517,7 +523,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
             float x = s[mt][nt][e];
             if constexpr (SOFTCAP) x = p.softcap_log2 * fast_tanh(x * softcap_inv_scale);
             if (need_mask) {
-              const int j = n0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+              const int j = n0 + wk0 + nt * 8 + 2 * (lane % 4) + (e & 1);
               const int pos = row_pos[mt][e >> 1];
               bool visible = j < kv_len;
               if constexpr (CAUSAL) visible = visible && j <= pos;
@@ -584,7 +590,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
     // O += P V.
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int kk = 0; kk < Cfg::kWarpKeys / 16; ++kk) {
       unsigned a[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -596,7 +602,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         unsigned bv[4];
-        ldmatrix_x4_trans(bv, sV + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dp * 16 + (lane / 16) * 8);
+        ldmatrix_x4_trans(bv, sV + (wk0 + kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dp * 16 + (lane / 16) * 8);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           Mma::run(o_acc[mt][2 * dp], a[mt], bv[0], bv[1]);
@@ -609,6 +615,52 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     issue_kv(t + 2);
   }
   cp_async_wait<0>();  // no cp.async may be pending at exit
+
+  if constexpr (Cfg::kWarpSplit) {
+    // Merge the warps' states (same rows, disjoint keys) into warp 0 through shared memory (the K/V
+    // buffers are free now): per lane, its fragments' m, l and O.
+    constexpr int kPer = kMT * 4 + kMT * kDT * 4;
+    float* red = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();
+    if (warp != 0) {
+      float* dst = red + ((warp - 1) * 32 + lane) * kPer;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          dst[mt * 4 + hf] = m_i[mt][hf];
+          dst[mt * 4 + 2 + hf] = l_i[mt][hf];
+        }
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dst[kMT * 4 + (mt * kDT + dt) * 4 + e] = o_acc[mt][dt][e];
+      }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    for (int w = 1; w < WARPS; ++w) {
+      const float* src = red + ((w - 1) * 32 + lane) * kPer;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const float mw = src[mt * 4 + hf], lw = src[mt * 4 + 2 + hf];
+          const float M = fmaxf(m_i[mt][hf], mw);
+          const float a0 = m_i[mt][hf] == -kInf() ? 0.f : fast_exp2((m_i[mt][hf] - M) * score_scale);
+          const float aw = mw == -kInf() ? 0.f : fast_exp2((mw - M) * score_scale);
+          m_i[mt][hf] = M;
+          l_i[mt][hf] = l_i[mt][hf] * a0 + lw * aw;
+#pragma unroll
+          for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int k = 2 * hf + e;
+              o_acc[mt][dt][k] = o_acc[mt][dt][k] * a0 + src[kMT * 4 + (mt * kDT + dt) * 4 + k] * aw;
+            }
+        }
+    }
+  }
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;

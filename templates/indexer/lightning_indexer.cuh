@@ -4,19 +4,25 @@
 // padded to 8/16/32 or a multiple of 64 (padded heads have zero q and weight). It walks the candidate
 // pool in tiles of BN keys (only the range the CTA's rows can see: causal prefixes, document spans), so
 // each K tile is read once per token block and shared by all R * HP columns:
-//   scores: S[cand, col] = K_tile Q^T on m16n8k16 MMAs (fp32 accumulation; the A operand is the K tile,
-//           B the CTA's Q, both in shared memory with D zero-padded to 16), then per column
+//   scores: S[cand, col] = K_tile Q^T on m16n8k16 MMAs (fp32 accumulation; the A operand is the K tile
+//           from shared memory, B the CTA's Q, held in registers for the whole walk when its fragments
+//           fit (D <= 128), else re-read from shared memory; D zero-padded to 16), then per column
 //           w[token, head] / sqrt(H * D) * relu(S) summed over the heads of a token in fp32, in a fixed
 //           order (in-thread, quad shuffles, then across warps in shared memory): bitwise reproducible.
+//           One barrier per tile: the selection of tile i - 1 runs next to the MMAs of tile i (the
+//           partial scores are double-buffered), and K is prefetched one tile ahead.
 //   selection: per row a candidate buffer of CAP (key, index) entries in shared memory, key = the score's
 //           fp32 bits mapped to an order-preserving uint32 (-0 is canonicalised to +0 first). The
 //           row's warp appends the candidates of each tile whose key beats the row's threshold, in
 //           index order (ballot prefix sums), so the buffer stays sorted by index. When it could
-//           overflow, the warp compacts it to exactly topk entries by an exact radix select (four
-//           8-bit passes over the keys, early exit) under (key desc, index asc), keeping order, and
-//           the smallest kept key becomes the threshold (a later candidate with a key <= threshold
-//           ranks below topk kept ones: it has a larger index). At the end a last compaction leaves
-//           the first topk candidates under (score desc, index asc), already in ascending index order.
+//           overflow, the warp trims it: 256 linear bins over the buffer's key range, keeping every
+//           bin down to the one where the count reaches topk (>= topk entries, all above every dropped
+//           key; the bin's lower edge - 1 becomes the threshold); under heavy ties, when a trim would
+//           free too little, an exact select to topk entries instead. At the end an exact select
+//           (the same bins, narrowed 8 bits per round, ties at width 1 broken by index) leaves the
+//           first topk candidates under (score desc, index asc), already in ascending index order.
+//           A dropped candidate always has >= topk kept ones ranked above it, so thresholds and trims
+//           never change the selected set.
 // The full [T, S] score matrix never exists: scores live in registers and a BN x R tile of shared
 // memory. No global scratch. Rows with |C| <= topk are written directly (0..|C|-1, then -1) without
 // scoring; a CTA whose rows all are so does no MMA at all.
@@ -51,6 +57,11 @@ struct LightningIndexerConfig {
   static constexpr int kRowsPerWarp = (R + 7) / 8;
   static constexpr int kThreads = kLightningIndexerThreads;
   static_assert(kNT == 1 || kNT % 2 == 0, "lightning_indexer: n8 tiles per warp are 1 or even");
+  // Q's MMA fragments stay in registers for the whole key walk when they fit (<= 128 per thread); the
+  // warp then runs its WM keys in two passes of kMTS m16 tiles (half the accumulators). Otherwise Q is
+  // re-read from shared memory per tile and the warp does all kMT m tiles in one pass.
+  static constexpr bool kQReg = kKS * kNT * 2 <= 128 && kNT % 2 == 0 && kMT % 2 == 0;
+  static constexpr int kMTS = kQReg ? kMT / 2 : kMT;
 };
 
 __device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const void* smem) {
@@ -65,95 +76,178 @@ __device__ __forceinline__ unsigned ordered_key(float s) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Compacts one row's buffer (keys/idx, `cnt` entries in ascending index order) to exactly `keep`
-// entries: the first `keep` under (key desc, index asc), order kept. One warp; returns the smallest
-// kept key. hist: 256 words of scratch.
+// Row selection helpers. A row's buffer holds `cnt` (key, index) entries in ascending index order; keys
+// are ordered fp32 bits. Both helpers bin the keys linearly (256 bins of width 2^shift above a base),
+// with plain shared-memory atomics, so a pass costs a load and an atomic per entry.
+
+// Min and max key of the buffer (all lanes get both).
+__device__ __forceinline__ void li_key_range(const unsigned* key, int cnt, unsigned& mn, unsigned& mx) {
+  const unsigned lane = threadIdx.x & 31;
+  mn = 0xffffffffu;
+  mx = 0u;
+  for (int e = lane; e < cnt; e += 32) {
+    const unsigned k = key[e];
+    mn = min(mn, k);
+    mx = max(mx, k);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    mn = min(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  }
+}
+
+// The shift that puts [mn, mx] into 256 bins: (mx - mn) >> shift <= 255.
+__device__ __forceinline__ int li_bin_shift(unsigned mn, unsigned mx) {
+  const unsigned span = mx - mn;
+  return span < 256u ? 0 : 24 - __clz(span);
+}
+
+// Histogram of the keys in [base, base + (nbins << shift)) (nbins <= 256) into hist[(key - base) >> shift],
+// then the bin d where the count from the top first reaches `need` (1 <= need <= entries in range): d, `above`
+// (entries in bins > d) and `count` (entries in bin d), the same in all lanes. hist: 256 words, free on
+// entry and on exit (every lane has read it).
+__device__ __forceinline__ void li_hist_find(const unsigned* key, int cnt, unsigned* hist, unsigned base, int shift,
+                                             unsigned nbins, int need, int& d, unsigned& above, unsigned& count) {
+  const unsigned lane = threadIdx.x & 31;
+  for (int i = lane; i < 256; i += 32) hist[i] = 0;
+  __syncwarp();
+  for (int e = lane; e < cnt; e += 32) {
+    const unsigned k = key[e];
+    const unsigned bin = (k - base) >> shift;
+    if (k >= base && bin < nbins) atomicAdd(&hist[bin], 1u);
+  }
+  __syncwarp();
+  // lane l owns bins [8l, 8l + 8)
+  unsigned h[8];
+  unsigned tot = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    h[i] = hist[lane * 8 + i];
+    tot += h[i];
+  }
+  unsigned sfx = tot;  // sum over lanes >= lane
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned v = __shfl_down_sync(0xffffffffu, sfx, o);
+    if (lane + o < 32) sfx += v;
+  }
+  const unsigned above_lane = sfx - tot;
+  const bool mine = above_lane < static_cast<unsigned>(need) && sfx >= static_cast<unsigned>(need);
+  int dd = 0;
+  unsigned ab = 0, ct = 0;
+  if (mine) {
+    unsigned acc = above_lane;
+#pragma unroll
+    for (int i = 7; i >= 0; --i) {
+      if (acc + h[i] >= static_cast<unsigned>(need)) {
+        dd = lane * 8 + i;
+        ab = acc;
+        ct = h[i];
+        break;
+      }
+      acc += h[i];
+    }
+  }
+  const int src = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;  // exactly one lane
+  d = __shfl_sync(0xffffffffu, dd, src);
+  above = __shfl_sync(0xffffffffu, ab, src);
+  count = __shfl_sync(0xffffffffu, ct, src);
+  __syncwarp();
+}
+
+// Compacts the buffer to exactly `keep` entries (keep < cnt): the first `keep` under (key desc, index
+// asc), order kept. Narrows the boundary bin by 8 bits per round (at most four rounds, usually two: it
+// stops once the boundary bin is kept whole), then keeps every entry above the bin and the first `need`
+// of the bin in index order (all of the bin, or, at width 1, ties broken by index). One warp; returns
+// the smallest kept key. hist: 256 words of scratch.
 __device__ __noinline__ unsigned li_compact_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep) {
   const unsigned lane = threadIdx.x & 31, lt = (1u << lane) - 1u;
-  unsigned prefix = 0, mask = 0;
+  unsigned mn, mx;
+  li_key_range(key, cnt, mn, mx);
+  unsigned base = mn;
+  int shift = li_bin_shift(mn, mx);
+  unsigned nbins = 256;  // round 1: [mn, mx] lies in 256 bins of 2^shift
   int need = keep;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = lane; i < 256; i += 32) hist[i] = 0;
-    __syncwarp();
-    for (int base = 0; base < cnt; base += 32) {
-      const int e = base + lane;
-      unsigned digit = 256;
-      if (e < cnt) {
-        const unsigned k = key[e];
-        if ((k & mask) == prefix) digit = (k >> shift) & 255u;
-      }
-      const unsigned peers = __match_any_sync(0xffffffffu, digit);
-      if (digit < 256 && (__ffs(peers) - 1) == static_cast<int>(lane)) atomicAdd(&hist[digit], __popc(peers));
-    }
-    __syncwarp();
-    // The digit d where the count from the top reaches `need`: lane l owns bins [8l, 8l + 8).
-    unsigned h[8];
-    unsigned tot = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      h[i] = hist[lane * 8 + i];
-      tot += h[i];
-    }
-    unsigned sfx = tot;  // sum over lanes >= lane
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const unsigned v = __shfl_down_sync(0xffffffffu, sfx, o);
-      if (lane + o < 32) sfx += v;
-    }
-    const unsigned above_lane = sfx - tot;
-    const bool mine = above_lane < static_cast<unsigned>(need) && sfx >= static_cast<unsigned>(need);
-    int d = 0;
-    unsigned above = 0, count = 0;
-    if (mine) {
-      unsigned acc = above_lane;
-#pragma unroll
-      for (int i = 7; i >= 0; --i) {
-        if (acc + h[i] >= static_cast<unsigned>(need)) {
-          d = lane * 8 + i;
-          above = acc;
-          count = h[i];
-          break;
-        }
-        acc += h[i];
-      }
-    }
-    const int src = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;
-    d = __shfl_sync(0xffffffffu, d, src);
-    above = __shfl_sync(0xffffffffu, above, src);
-    count = __shfl_sync(0xffffffffu, count, src);
-    need -= static_cast<int>(above);
-    prefix |= static_cast<unsigned>(d) << shift;
-    mask |= 255u << shift;
-    __syncwarp();
-    if (count == static_cast<unsigned>(need)) break;  // every entry with this prefix is kept
+  for (;;) {
+    int d;
+    unsigned above, count;
+    li_hist_find(key, cnt, hist, base, shift, nbins, need, d, above, count);
+    need -= static_cast<int>(above);  // 1 <= need <= count
+    base += static_cast<unsigned>(d) << shift;  // the boundary bin [base, base + 2^shift), inside [mn, mx]
+    if (count == static_cast<unsigned>(need) || shift == 0) break;
+    // Next round: exactly the boundary bin, in bins of 2^(shift - 8) (width 1 and 2^shift bins when shift < 8).
+    nbins = shift >= 8 ? 256u : (1u << shift);
+    shift = shift >= 8 ? shift - 8 : 0;
   }
-  // Stable in-place compaction: entries above the prefix, then the first `need` equal to it.
+  const unsigned long long hi_edge = static_cast<unsigned long long>(base) + (1ull << shift);  // exclusive
   int out = 0, eq_seen = 0;
-  unsigned mn = 0xffffffffu;
-  for (int base = 0; base < cnt; base += 32) {
-    const int e = base + lane;
+  unsigned kmin = 0xffffffffu;
+  for (int b0 = 0; b0 < cnt; b0 += 32) {
+    const int e = b0 + lane;
     const bool in = e < cnt;
     const unsigned k = in ? key[e] : 0u;
     const int ix = in ? idx[e] : 0;
-    const unsigned mk = k & mask;
-    const bool gt = in && mk > prefix, eq = in && mk == prefix;
+    const bool gt = in && k >= hi_edge, eq = in && k >= base && k < hi_edge;
     const unsigned eqm = __ballot_sync(0xffffffffu, eq);
     const bool keepit = gt || (eq && eq_seen + __popc(eqm & lt) < need);
     const unsigned km = __ballot_sync(0xffffffffu, keepit);
     const int pos = out + __popc(km & lt);
-    __syncwarp();
+    __syncwarp();  // all reads of this chunk precede its writes (pos <= e)
     if (keepit) {
       key[pos] = k;
       idx[pos] = ix;
-      mn = min(mn, k);
+      kmin = min(kmin, k);
     }
     out += __popc(km);
     eq_seen += __popc(eqm);
     __syncwarp();
   }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mn = min(mn, __shfl_xor_sync(0xffffffffu, mn, o));
-  return mn;
+  for (int o = 16; o > 0; o >>= 1) kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, o));
+  return kmin;
+}
+
+// Cheap trim while scanning (keep < cnt): one round of li_compact_row's binning over [min, max]; keeps
+// every entry of the bins from the top down to the boundary bin d, i.e. every entry with key >= lb =
+// min + (d << shift): at least `keep` entries, each with a key above every dropped one, order kept. A
+// dropped entry therefore has at least `keep` kept ones ranked above it, and so does any later candidate
+// (larger index) with key < lb. Returns the kept count and lb, or kept = -1 with nothing changed when
+// more than `limit` entries would stay (heavy ties: the caller then runs the exact compaction). One warp;
+// hist: 256 words of scratch.
+struct LiTrim {
+  int kept;
+  unsigned lb;
+};
+__device__ __noinline__ LiTrim li_trim_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
+  const unsigned lane = threadIdx.x & 31, lt = (1u << lane) - 1u;
+  unsigned mn, mx;
+  li_key_range(key, cnt, mn, mx);
+  const int shift = li_bin_shift(mn, mx);
+  int d;
+  unsigned above, count;
+  li_hist_find(key, cnt, hist, mn, shift, 256u, keep, d, above, count);
+  const unsigned kept = above + count;
+  if (d == 0 || kept > static_cast<unsigned>(limit)) return {-1, 0u};
+  const unsigned lb = mn + (static_cast<unsigned>(d) << shift);  // in (mn, mx]: lb >= 1
+  int out = 0;
+  for (int b0 = 0; b0 < cnt; b0 += 32) {
+    const int e = b0 + lane;
+    const bool in = e < cnt;
+    const unsigned k = in ? key[e] : 0u;
+    const int ix = in ? idx[e] : 0;
+    const bool keepit = in && k >= lb;
+    const unsigned km = __ballot_sync(0xffffffffu, keepit);
+    const int pos = out + __popc(km & lt);
+    __syncwarp();  // all reads of this chunk precede its writes (pos <= e)
+    if (keepit) {
+      key[pos] = k;
+      idx[pos] = ix;
+    }
+    out += __popc(km);
+    __syncwarp();
+  }
+  return {out, lb};
 }
 
 template <typename T, int D, int HP, int TOPK, bool CAUSAL, bool PACKED>
@@ -161,13 +255,13 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
   using Cfg = LightningIndexerConfig<T, D, HP, TOPK, CAUSAL, PACKED>;
   using Mma = MmaOp<T>;
   constexpr int R = Cfg::R, BN = Cfg::BN, CAP = Cfg::CAP, kPitch = Cfg::kPitch, COLS = Cfg::COLS;
-  constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kKS = Cfg::kKS, kThreads = Cfg::kThreads;
+  constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kKS = Cfg::kKS, kThreads = Cfg::kThreads, kMTS = Cfg::kMTS;
   constexpr int kChunks = D / 8, kPadChunks = (Cfg::DP - D) / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);                              // [COLS][kPitch]
   T* sK = sQ + COLS * kPitch;                                          // [2][BN][kPitch]
-  float* sPart = reinterpret_cast<float*>(sK + 2 * BN * kPitch);       // [kParts][BN]
-  unsigned* sHist = reinterpret_cast<unsigned*>(sPart + Cfg::kParts * BN);  // [R][256]
+  float* sPart = reinterpret_cast<float*>(sK + 2 * BN * kPitch);       // [2][kParts][BN]
+  unsigned* sHist = reinterpret_cast<unsigned*>(sPart + 2 * Cfg::kParts * BN);  // [R][256]
   int* sRow = reinterpret_cast<int*>(sHist + R * 256);                 // [R][4]: base, n
   unsigned* sKey = reinterpret_cast<unsigned*>(sRow + R * kLightningIndexerRowInfo + R * 4);  // [R][CAP]
   int* sIdx = reinterpret_cast<int*>(sKey + R * CAP);                  // [R][CAP]
@@ -267,7 +361,26 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
     cp_async_commit();
   };
   issue_k(0);  // with Q
-  issue_k(1);
+
+  // Q's B fragments in registers (kQReg): Q landed with tile 0's group.
+  unsigned qf[Cfg::kQReg ? kKS : 1][Cfg::kQReg ? kNT : 1][2];
+  if constexpr (Cfg::kQReg) {
+    cp_async_wait<0>();
+    __syncthreads();
+    const int mi = lane >> 3;
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks)
+#pragma unroll
+      for (int jj = 0; jj < kNT / 2; ++jj) {
+        unsigned r4[4] = {0u, 0u, 0u, 0u};
+        if (mma_warp)  // (warps without MMA work, HP = 192, would read past Q)
+          ldmatrix_x4(r4, sQ + (wn * Cfg::WN + jj * 16 + (mi >> 1) * 8 + (lane & 7)) * kPitch + ks * 16 + (mi & 1) * 8);
+        qf[ks][2 * jj][0] = r4[0];
+        qf[ks][2 * jj][1] = r4[1];
+        qf[ks][2 * jj + 1][0] = r4[2];
+        qf[ks][2 * jj + 1][1] = r4[3];
+      }
+  }
 
   // Selection state of this warp's rows (r = warp + 8 i), in registers.
   int cnt[Cfg::kRowsPerWarp];
@@ -281,26 +394,94 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
   }
   const unsigned lt = (1u << lane) - 1u;
 
-  for (int it = 0; it < num_tiles; ++it) {
-    cp_async_wait<1>();
-    __syncthreads();  // tile `it` landed; the previous tile's partial scores were consumed
-    if (mma_warp) {
-      const T* sKt = sK + (it & 1) * BN * kPitch;
-      float acc[kMT][kNT][4];
+  // Software pipeline, one barrier per tile: iteration `it` runs the selection of tile it - 1 (partial
+  // buffer (it - 1) % 2) and then the MMAs of tile `it` (partial scores into buffer it % 2), so a warp's
+  // selection overlaps the MMAs of the warp sharing its SM sub-partition (warp w + 4). The barrier at
+  // the top of iteration `it` orders: tile `it` landed (each thread waited for its own copies) and is
+  // visible; every warp finished the MMAs of tile it - 1, so K stage (it + 1) % 2 may be refilled and
+  // partial buffer (it - 1) % 2 is complete; every warp finished the selection of tile it - 2, so
+  // partial buffer it % 2 may be overwritten. Selection state stays per warp (rows r = warp + 8 i).
+  for (int it = 0; it <= num_tiles; ++it) {
+    cp_async_wait<0>();
+    __syncthreads();
+    issue_k(it + 1);
+    if (it > 0) {
+      // Selection of tile it - 1: the warp of row r appends its candidates that beat the row's threshold.
+      const float* sPartR = sPart + ((it - 1) & 1) * Cfg::kParts * BN;
 #pragma unroll
-      for (int i = 0; i < kMT; ++i)
+      for (int ri = 0; ri < Cfg::kRowsPerWarp; ++ri) {
+        const int r = warp + 8 * ri;
+        if (r >= R) break;
+        const int base = sRow[r * kLightningIndexerRowInfo], n = sRow[r * kLightningIndexerRowInfo + 1];
+        if (n <= TOPK) continue;
+        unsigned* key = sKey + r * CAP;
+        int* idx = sIdx + r * CAP;
+        const int n0 = lo + (it - 1) * BN;
+#pragma unroll
+        for (int c0 = 0; c0 < BN; c0 += 32) {
+          const int c = c0 + lane;
+          const int local = n0 + c - base;
+          float s;
+          if constexpr (Cfg::kGroups == 1) {
+            s = sPartR[r * BN + c];
+          } else {
+            s = sPartR[(r * Cfg::kGroups) * BN + c];
+#pragma unroll
+            for (int g = 1; g < Cfg::kGroups; ++g) s += sPartR[(r * Cfg::kGroups + g) * BN + c];
+          }
+          const unsigned k = ordered_key(__fadd_rn(s, 0.f));  // -0 -> +0
+          const bool take = local >= 0 && local < n && (!have_thr[ri] || k > thr[ri]);
+          const unsigned m = __ballot_sync(0xffffffffu, take);
+          if (take) {
+            const int pos = cnt[ri] + __popc(m & lt);
+            key[pos] = k;
+            idx[pos] = local;
+          }
+          cnt[ri] += __popc(m);
+        }
+        if (cnt[ri] > CAP - BN) {
+          // Room for less than one more tile: trim (cheap, keeps >= topk entries and frees at least half
+          // the slack), or, when ties defeat the bins, the exact select down to topk entries.
+          __syncwarp();
+          const LiTrim tr = li_trim_row(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
+          if (tr.kept >= 0) {
+            thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
+            cnt[ri] = tr.kept;
+          } else {
+            thr[ri] = li_compact_row(key, idx, sHist + r * 256, cnt[ri], TOPK);
+            cnt[ri] = TOPK;
+          }
+          have_thr[ri] = true;
+          __syncwarp();
+        }
+      }
+    }
+    if (mma_warp && it < num_tiles) {
+      const T* sKt = sK + (it & 1) * BN * kPitch;
+      float* sPartW = sPart + (it & 1) * Cfg::kParts * BN;
+#pragma unroll
+      for (int mp = 0; mp < kMT / kMTS; ++mp) {  // m-tile passes (two with Q in registers, else one)
+      float acc[kMTS][kNT][4];
+#pragma unroll
+      for (int i = 0; i < kMTS; ++i)
 #pragma unroll
         for (int j = 0; j < kNT; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks) {
-        unsigned a[kMT][4];
+        unsigned a[kMTS][4];
 #pragma unroll
-        for (int i = 0; i < kMT; ++i)
-          ldmatrix_x4(a[i], sKt + (wm * Cfg::WM + i * 16 + (lane & 15)) * kPitch + ks * 16 + (lane >> 4) * 8);
+        for (int i = 0; i < kMTS; ++i)
+          ldmatrix_x4(a[i], sKt + (wm * Cfg::WM + (mp * kMTS + i) * 16 + (lane & 15)) * kPitch + ks * 16 + (lane >> 4) * 8);
         unsigned bq[kNT][2];
-        if constexpr (kNT == 1) {
+        if constexpr (Cfg::kQReg) {
+#pragma unroll
+          for (int j = 0; j < kNT; ++j) {
+            bq[j][0] = qf[ks][j][0];
+            bq[j][1] = qf[ks][j][1];
+          }
+        } else if constexpr (kNT == 1) {
           ldmatrix_x2(bq[0], sQ + (wn * Cfg::WN + (lane & 7)) * kPitch + ks * 16 + ((lane >> 3) & 1) * 8);
         } else {
 #pragma unroll
@@ -315,13 +496,13 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
           }
         }
 #pragma unroll
-        for (int i = 0; i < kMT; ++i)
+        for (int i = 0; i < kMTS; ++i)
 #pragma unroll
           for (int j = 0; j < kNT; ++j) Mma::run(acc[i][j], a[i], bq[j][0], bq[j][1]);
       }
       // Weighted relu, summed over the heads of each token: in-thread, then over the quad.
 #pragma unroll
-      for (int i = 0; i < kMT; ++i) {
+      for (int i = 0; i < kMTS; ++i) {
 #pragma unroll
         for (int tt = 0; tt < Cfg::kTPW; ++tt) {
           float s0 = 0.f, s1 = 0.f;
@@ -336,54 +517,13 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
           s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
           s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
           if ((lane & 3) == 0) {
-            float* dst = sPart + (wn * Cfg::kTPW + tt) * BN + wm * Cfg::WM + i * 16 + (lane >> 2);
+            float* dst = sPartW + (wn * Cfg::kTPW + tt) * BN + wm * Cfg::WM + (mp * kMTS + i) * 16 + (lane >> 2);
             dst[0] = s0;
             dst[8] = s1;
           }
         }
       }
-    }
-    __syncthreads();  // partial scores ready; every warp is done with K stage it % 2
-    issue_k(it + 2);
-
-    // Selection: the warp of row r appends the tile's candidates that beat the row's threshold.
-#pragma unroll
-    for (int ri = 0; ri < Cfg::kRowsPerWarp; ++ri) {
-      const int r = warp + 8 * ri;
-      if (r >= R) break;
-      const int base = sRow[r * kLightningIndexerRowInfo], n = sRow[r * kLightningIndexerRowInfo + 1];
-      if (n <= TOPK) continue;
-      unsigned* key = sKey + r * CAP;
-      int* idx = sIdx + r * CAP;
-      const int n0 = lo + it * BN;
-#pragma unroll
-      for (int c0 = 0; c0 < BN; c0 += 32) {
-        const int c = c0 + lane;
-        const int local = n0 + c - base;
-        float s;
-        if constexpr (Cfg::kGroups == 1) {
-          s = sPart[r * BN + c];
-        } else {
-          s = sPart[(r * Cfg::kGroups) * BN + c];
-#pragma unroll
-          for (int g = 1; g < Cfg::kGroups; ++g) s += sPart[(r * Cfg::kGroups + g) * BN + c];
-        }
-        const unsigned k = ordered_key(__fadd_rn(s, 0.f));  // -0 -> +0
-        const bool take = local >= 0 && local < n && (!have_thr[ri] || k > thr[ri]);
-        const unsigned m = __ballot_sync(0xffffffffu, take);
-        if (take) {
-          const int pos = cnt[ri] + __popc(m & lt);
-          key[pos] = k;
-          idx[pos] = local;
-        }
-        cnt[ri] += __popc(m);
-      }
-      if (cnt[ri] > CAP - BN) {
-        __syncwarp();
-        thr[ri] = li_compact_row(key, idx, sHist + r * 256, cnt[ri], TOPK);
-        have_thr[ri] = true;
-        cnt[ri] = TOPK;
-      }
+      }  // m-tile passes
     }
   }
   cp_async_wait<0>();

@@ -59,7 +59,9 @@ ATTNJIT_LI_HD constexpr LightningIndexerGeometry lightning_indexer_geometry(int 
     t.WM = t.BN / t.WGM;
     t.q_bytes = t.COLS * t.pitch * 2;
     t.k_bytes = 2 * t.BN * t.pitch * 2;
-    t.part_bytes = t.WGN * (t.WN >= HP ? t.WN / HP : 1) * t.BN * 4;  // partial scores per (warp column block, token)
+    // Partial scores per (warp column block, token), double-buffered: tile i's scores are selected
+    // while tile i + 1's MMAs write the other buffer.
+    t.part_bytes = 2 * t.WGN * (t.WN >= HP ? t.WN / HP : 1) * t.BN * 4;
     t.hist_bytes = R * 256 * 4;
     t.row_bytes = R * kLightningIndexerRowInfo * 4 + R * 4 * 4;  // row info + count/threshold/state
     const int fixed = t.q_bytes + t.k_bytes + t.part_bytes + t.hist_bytes + t.row_bytes;

@@ -113,7 +113,7 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
   // them) and the combine kernel.
   CHECK(selected_all(rt, "mha_decode_paged", {{"page_size", 16}}, mha) ==
         std::vector<std::string>{"mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a",
-                                 "mha_decode_paged.portable.fp16.d128.bm16.bn64.w1.split.sm_90a",
+                                 "mha_decode_paged.portable.fp16.d128.bm16.bn64.split.sm_90a",
                                  "mha_decode_paged.portable.combine.fp16.d128.sm_90a"});
   CHECK(selected_all(rt, "gqa_varlen_fwd", {}, varlen).size() == 1);
   // N_kv = 64 is not a multiple of a page size of 24.
@@ -143,16 +143,16 @@ TEST_CASE("attention planner: the ATTNJIT_GQA_TILE override and the backend rule
 
 TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE override") {
   using attnjit::ops::choose_splits;
-  // B = 1, H_kv = 8, a 128k context on 132 SMs: enough splits for four CTAs per SM.
-  CHECK(choose_splits(8, 131072, 64, 132, 0) == 66);
-  // B = 64 already fills the GPU: two splits at most.
-  CHECK(choose_splits(512, 8192, 64, 132, 64) == 2);
+  // B = 1, H_kv = 8, a 128k context on 132 SMs of 3 CTAs: one full wave (392 of 396 slots).
+  CHECK(choose_splits(8, 131072, 64, 132, 3, 0) == 49);
+  // B = 64 x 8k: 512 CTAs are 1.3 waves; three splits make 3.9 waves of shorter CTAs.
+  CHECK(choose_splits(512, 8192, 64, 132, 3, 64) == 3);
   // A short capacity limits the splits to one per two key tiles; never fewer than one.
-  CHECK(choose_splits(8, 256, 64, 132, 0) == 2);
-  CHECK(choose_splits(8, 0, 64, 132, 0) == 1);
-  CHECK(choose_splits(1, 1 << 30, 64, 132, 0) == 128);
+  CHECK(choose_splits(8, 256, 64, 132, 3, 0) == 2);
+  CHECK(choose_splits(8, 0, 64, 132, 3, 0) == 1);
+  CHECK(choose_splits(1, 1 << 30, 64, 132, 3, 0) == 128);
   // A batched grid keeps B * n_splits within 65535.
-  CHECK(choose_splits(1000, 1 << 30, 64, 100000, 1000) == 65);
+  CHECK(choose_splits(1000, 1 << 30, 64, 100000, 1, 1000) == 65);
 
   test::TempDir dir("planner");
   attnjit::RuntimeOptions o = options_in(dir);
@@ -165,7 +165,7 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE
                  {"block_table", TensorRef::contiguous(addr(4), DType::kI32, {3, 4}, kGpu)},
                  {"o", TensorRef::contiguous(addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
   CHECK(selected_all(tuned, "mha_decode_paged", {{"page_size", 16}}, mha)[1] ==
-        "mha_decode_paged.portable.bf16.d64.bm32.bn128.w2.split.sm_90a");
+        "mha_decode_paged.portable.bf16.d64.bm16.bn128.w2.split.sm_90a");
   o.decode_tile = "48x1";
   attnjit::Runtime bad(o);
   CHECK_THROWS_WITH_AS(selected_all(bad, "mha_decode_paged", {{"page_size", 16}}, mha),

@@ -29,7 +29,6 @@ using detail::ArgChecker;
 using detail::Placement;
 
 constexpr const char* kOp = "bsa_bwd";
-constexpr int kQueryTile = 64;  // BM: query rows per sub-tile of the main kernel
 
 struct BwdConfig {
   bsa::BsaSharedConfig shared;
@@ -150,9 +149,10 @@ BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch) {
   k.scan = spec_of("scan", "attnjit::kernels::bsa_bwd_scan", {}, fmt::format("{}.scan.portable", kOp), arch);
   auto main_fields = td;
   main_fields.push_back({"sparse_block_size", std::to_string(bs)});
-  main_fields.push_back({"block_m", std::to_string(kQueryTile)});
-  k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_main<{}, {}, {}, {}>", t, D, bs, kQueryTile),
-                   main_fields, fmt::format("{}.portable.{}.d{}.bs{}.bm{}", kOp, dn, D, bs, kQueryTile), arch);
+  const int bm = kernels::bsa_bwd_block_m(bs);  // query rows per item of the main kernel
+  main_fields.push_back({"block_m", std::to_string(bm)});
+  k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_main<{}, {}, {}, {}>", t, D, bs, bm), main_fields,
+                   fmt::format("{}.portable.{}.d{}.bs{}.bm{}", kOp, dn, D, bs, bm), arch);
   k.dq = spec_of("dq", fmt::format("attnjit::kernels::bsa_bwd_dq<{}, {}>", t, D), td,
                  fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
   return k;
@@ -241,7 +241,8 @@ class KernelPlan final : public detail::PlanImpl {
     mode = 1;
     launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
     launch(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B), 256,
-           kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs), kQueryTile), cu_stream, &p, nullptr);
+           kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
+                                      kernels::bsa_bwd_block_m(static_cast<int>(c.bs))), cu_stream, &p, nullptr);
     launch(*k_.dq, blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
            nullptr);
   }
@@ -398,7 +399,8 @@ class BsaBwdOp final : public detail::OpInstance {
     k.scan = rt_.kernels().loaded(specs.scan, dev);
     k.main = rt_.kernels().loaded(specs.main, dev);
     k.dq = rt_.kernels().loaded(specs.dq, dev);
-    const int smem = kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs), kQueryTile);
+    const int smem = kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
+                                                 kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
     if (smem > k.main->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
                                     specs.main.describe(), smem, k.main->max_dynamic_smem_bytes));

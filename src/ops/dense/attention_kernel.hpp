@@ -55,8 +55,11 @@ AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, co
 jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch);
 
 // Split-KV sizing from shapes only (SPEC.md §1.3): how many splits a call with `ctas` CTAs per split and
-// at most `max_keys` keys per request gets on a GPU with `sms` SMs (1..128).
-int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int64_t batch_z);
+// at most `max_keys` keys per request gets on a GPU with `sms` SMs holding `per_sm` CTAs each (1..128):
+// the count whose waves are fullest, less 0.5% per split.
+int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int per_sm, int64_t batch_z);
+// How many CTAs of kernel `k` fit on one SM (shared memory, a register estimate, threads).
+int ctas_per_sm(const AttentionKernelChoice& k);
 
 // Launches gqa_split_combine over `rows` rows.
 void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream);

@@ -421,7 +421,7 @@ class PagedKernelPlan final : public detail::PlanImpl {
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
                                             : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
     return choose_splits(q_tiles * call.H_kv, call.W * call.PS, decode_.choice.BN, decode_.sms,
-                         call.mha_decode ? call.B : 0);
+                         ctas_per_sm(decode_.choice), call.mha_decode ? call.B : 0);
   }
   static std::size_t split_bytes(const PagedAttentionCall& call, int n) {
     return static_cast<std::size_t>(n) * tokens(call) * call.H * (call.D + 1) * sizeof(float);
