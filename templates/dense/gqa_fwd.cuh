@@ -150,6 +150,72 @@ __device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const ty
   }
 }
 
+// Paged 16-bit K and V tiles together (KV modes 2 and 3). Each thread keeps one 16-byte column and
+// walks rows row0 + it * kRowStep, so a row's page lookup (an integer division and a page-table read)
+// is done once for both K and V, and one tile ahead (PagedRows), so that the page-table reads of the
+// next tile land while this one is computed instead of stalling the loads.
+template <typename Cfg, int ROWS>
+struct PagedRows {
+  static constexpr int kChunks = Cfg::D / 8;
+  static constexpr int kRowStep = Cfg::kThreads >= kChunks ? Cfg::kThreads / kChunks : 1;
+  static constexpr int kColSteps = Cfg::kThreads >= kChunks ? 1 : kChunks / Cfg::kThreads;
+  static constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
+  int page[kIters];  // pool page of the row, -1: not a pool row
+  int slot[kIters];
+
+  __device__ __forceinline__ static int row0() { return Cfg::kThreads >= kChunks ? threadIdx.x / kChunks : 0; }
+  __device__ __forceinline__ static int ch0() { return threadIdx.x % (Cfg::kThreads >= kChunks ? kChunks : Cfg::kThreads); }
+
+  // Rows n0 + row with key j < old are pool rows; page-table entries are read for those only.
+  __device__ __forceinline__ void lookup(int n0, int old, const int* page_row, long long pt_sp, int page_size) {
+    static_assert(Cfg::kThreads % kChunks == 0 || kChunks % Cfg::kThreads == 0, "PagedRows: thread layout");
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int j = n0 + row0() + it * kRowStep;
+      page[it] = -1;
+      slot[it] = 0;
+      if (j < old && (ROWS % kRowStep == 0 || row0() + it * kRowStep < ROWS)) {
+        const unsigned uj = static_cast<unsigned>(j), ups = static_cast<unsigned>(page_size);
+        const unsigned pg = uj / ups;
+        page[it] = page_row[pg * pt_sp];
+        slot[it] = static_cast<int>(uj - pg * ups);
+      }
+    }
+  }
+};
+
+// Loads the K and V rows n0.. of a tile looked up in `pr`: pool rows, else new rows j - old for
+// old <= j < kv_len (append mode; old = kv_len otherwise), else zeros.
+template <typename Cfg, int ROWS>
+__device__ __forceinline__ void load_paged_kv_tile(typename Cfg::T* sK, typename Cfg::T* sV, const PagedRows<Cfg, ROWS>& pr,
+                                                   int n0, int old, int kv_len, const typename Cfg::T* kpool,
+                                                   const typename Cfg::T* vpool, long long k_ss, long long k_sp,
+                                                   long long v_ss, long long v_sp, const typename Cfg::T* knew,
+                                                   long long kn_ss, const typename Cfg::T* vnew, long long vn_ss) {
+  using PR = PagedRows<Cfg, ROWS>;
+  const int row0 = PR::row0(), ch0 = PR::ch0();
+#pragma unroll
+  for (int it = 0; it < PR::kIters; ++it) {
+    const int row = row0 + it * PR::kRowStep;
+    if (ROWS % PR::kRowStep != 0 && row >= ROWS) break;
+    const int j = n0 + row;
+    const typename Cfg::T *ks = nullptr, *vs = nullptr;
+    if (pr.page[it] >= 0) {
+      ks = kpool + pr.page[it] * k_sp + pr.slot[it] * k_ss;
+      vs = vpool + pr.page[it] * v_sp + pr.slot[it] * v_ss;
+    } else if (j >= old && j < kv_len) {
+      ks = knew + (j - old) * kn_ss;
+      vs = vnew + (j - old) * vn_ss;
+    }
+#pragma unroll
+    for (int cs = 0; cs < PR::kColSteps; ++cs) {
+      const int ch = ch0 + cs * Cfg::kThreads;
+      cp_async_16(sK + row * Cfg::kPitch + ch * 8, ks ? ks + ch * 8 : nullptr, ks != nullptr);
+      cp_async_16(sV + row * Cfg::kPitch + ch * 8, vs ? vs + ch * 8 : nullptr, vs != nullptr);
+    }
+  }
+}
+
 // Append mode (KV mode 3): loads ROWS key rows n0.. of one request. Key j < old is pool row
 // (page_table[j / page_size], j % page_size), dequantised from e4m3 as rnd(decode(x) * deq) when the
 // pool is e4m3; key old <= j < kv_len is new row j - old; later rows are zero.
@@ -384,18 +450,34 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
   // Loads K/V tile t into buffer t % 2 and commits a cp.async group (an empty one past the last tile,
   // so that group t always holds tile t).
+  // Paged 16-bit keys: the page-table entries of tile t + 1 are looked up when tile t is issued.
+  constexpr bool kPagedRows = (KV_MODE == kKvPaged || KV_MODE == kKvPagedAppend) && !Cfg::kFp8KV;
+  PagedRows<Cfg, BN> pg_next;
+  const int pool_keys = KV_MODE == kKvPagedAppend ? kv_old : kv_len;  // keys held by the pool
+  const int* page_row = kPool ? p.page_table + b * p.pt_sb : nullptr;
+  auto lookup_pages = [&](int t) {
+    if constexpr (kPagedRows) {
+      if (t < num_tiles) pg_next.lookup(n_first + t * BN, pool_keys, page_row, p.pt_sp, p.page_size);
+    }
+  };
   auto issue_kv = [&](int t) {
     if (t < num_tiles) {
       const int n0 = n_first + t * BN;
-      if constexpr (KV_MODE == kKvPagedAppend) {
-        const int* page_row = p.page_table + b * p.pt_sb;
+      if constexpr (kPagedRows) {
+        const T* kn = KV_MODE == kKvPagedAppend ? static_cast<const T*>(p.k_new) + q_off * p.kn_ss + r * p.kn_sh : nullptr;
+        const T* vn = KV_MODE == kKvPagedAppend ? static_cast<const T*>(p.v_new) + q_off * p.vn_ss + r * p.vn_sh : nullptr;
+        load_paged_kv_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, sVbuf + (t & 1) * BN * kPitch, pg_next, n0, pool_keys,
+                                    kv_len, reinterpret_cast<const T*>(kb), reinterpret_cast<const T*>(vb), p.k_ss, p.k_sp,
+                                    p.v_ss, p.v_sp, kn, p.kn_ss, vn, p.vn_ss);
+      } else if constexpr (KV_MODE == kKvPagedAppend) {
+        // e4m3 pool: dequantised on load (16-bit pools take the PagedRows path above).
         const T* kn = static_cast<const T*>(p.k_new) + q_off * p.kn_ss + r * p.kn_sh;
         const T* vn = static_cast<const T*>(p.v_new) + q_off * p.vn_ss + r * p.vn_sh;
-        const float kdeq = Cfg::kFp8KV ? p.k_scale[0] : 1.f, vdeq = Cfg::kFp8KV ? p.v_scale[0] : 1.f;
-        load_append_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, kb, p.k_ss, p.k_sp, page_row, p.pt_sp,
-                                  p.page_size, kn, p.kn_ss, kdeq);
-        load_append_tile<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, vb, p.v_ss, p.v_sp, page_row, p.pt_sp,
-                                  p.page_size, vn, p.vn_ss, vdeq);
+        const float kdeq = p.k_scale[0], vdeq = p.v_scale[0];
+        load_append_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, kb, p.k_ss, p.k_sp, page_row,
+                                  p.pt_sp, p.page_size, kn, p.kn_ss, kdeq);
+        load_append_tile<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, n0, kv_old, kv_len, vb, p.v_ss, p.v_sp, page_row,
+                                  p.pt_sp, p.page_size, vn, p.vn_ss, vdeq);
       } else if constexpr (KV_MODE == kKvPaged) {
         // NOTE: page-table entries are read only for keys < kv_len (SPEC.md §2.9: later entries may hold
         // anything).
@@ -417,8 +499,11 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     cp_async_commit();
   };
   load_tile<Cfg, TQ, BM>(sQ, q_row);
+  lookup_pages(0);
   issue_kv(0);  // group 0: Q and tile 0
+  lookup_pages(1);
   issue_kv(1);
+  lookup_pages(2);
   cp_async_wait<1>();
   __syncthreads();
   if constexpr (ROPE != 0) {
@@ -613,6 +698,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
     __syncthreads();  // every warp is done with buffer t % 2
     issue_kv(t + 2);
+    lookup_pages(t + 3);
   }
   cp_async_wait<0>();  // no cp.async may be pending at exit
 
