@@ -28,12 +28,24 @@ step() {
 }
 
 small_cases=(tests/cases/gpu/*_small.json)
+# Each case file in its own process: a kernel fault (a sticky CUDA error) then fails only its file.
+per_file() {
+  local rc=0 f
+  for f in "$@"; do
+    echo "== $f"
+    "${PREFIX[@]}" "$BIN" test "$f" || rc=1
+  done
+  return $rc
+}
 step info "$BIN" info
 step warmup "$BIN" warmup
-step tests "$BIN" test tests/cases/*.json tests/cases/gpu/*.json
+PREFIX=()
+step tests per_file tests/cases/*.json tests/cases/gpu/*_grid.json
 if command -v compute-sanitizer >/dev/null; then
-  step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN" test "${small_cases[@]}" tests/cases/*_errors.json
-  step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$BIN" test "${small_cases[@]}"
+  PREFIX=(compute-sanitizer --tool memcheck --error-exitcode 1)
+  step memcheck per_file "${small_cases[@]}" tests/cases/*_errors.json
+  PREFIX=(compute-sanitizer --tool racecheck --error-exitcode 1)
+  step racecheck per_file "${small_cases[@]}"
 else
   rows+=("sanitizer  SKIP compute-sanitizer not found")
 fi
@@ -46,7 +58,7 @@ fi
 grep -E '^(FAIL|SKIP)' "$LOG/tests.log" | head -20
 echo
 sed -n '/^measure/,$p' "$LOG/bench.log"
-[ -f "$LOG/torch.log" ] && grep -E 'plan_execute|FLASH|CUDNN|flex \(|index_copy_|d2d' "$LOG/torch.log" | grep -v '^  ' 
+[ -f "$LOG/torch.log" ] && grep -E 'attnjit|plan_execute|FLASH|CUDNN|flex|torch composition|index_copy_|d2d' "$LOG/torch.log" | grep -v '^  ' 
 echo
 printf '%s\n' "${rows[@]}"
 exit $status
