@@ -166,19 +166,33 @@ struct PagedRows {
   __device__ __forceinline__ static int row0() { return Cfg::kThreads >= kChunks ? threadIdx.x / kChunks : 0; }
   __device__ __forceinline__ static int ch0() { return threadIdx.x % (Cfg::kThreads >= kChunks ? kChunks : Cfg::kThreads); }
 
-  // Rows n0 + row with key j < old are pool rows; page-table entries are read for those only.
+  // Rows n0 + row with key j < old are pool rows; page-table entries are read for those only. A thread's
+  // rows are kRowStep apart: one division for the first, then the (page, slot) pair steps forward, and a
+  // page-table entry is read only when the page changes.
   __device__ __forceinline__ void lookup(int n0, int old, const int* page_row, long long pt_sp, int page_size) {
     static_assert(Cfg::kThreads % kChunks == 0 || kChunks % Cfg::kThreads == 0, "PagedRows: thread layout");
+    const int j0 = n0 + row0();
+    const unsigned ups = static_cast<unsigned>(page_size);
+    unsigned pg = static_cast<unsigned>(j0) / ups;
+    unsigned sl = static_cast<unsigned>(j0) - pg * ups;
+    unsigned cached_pg = 0xffffffffu;
+    int cached_page = 0;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const int j = n0 + row0() + it * kRowStep;
+      const int j = j0 + it * kRowStep;
       page[it] = -1;
-      slot[it] = 0;
+      slot[it] = static_cast<int>(sl);
       if (j < old && (ROWS % kRowStep == 0 || row0() + it * kRowStep < ROWS)) {
-        const unsigned uj = static_cast<unsigned>(j), ups = static_cast<unsigned>(page_size);
-        const unsigned pg = uj / ups;
-        page[it] = page_row[pg * pt_sp];
-        slot[it] = static_cast<int>(uj - pg * ups);
+        if (pg != cached_pg) {
+          cached_page = page_row[pg * pt_sp];
+          cached_pg = pg;
+        }
+        page[it] = cached_page;
+      }
+      sl += kRowStep;
+      while (sl >= ups) {  // NOTE: at most kRowStep / page_size + 1 steps
+        sl -= ups;
+        ++pg;
       }
     }
   }
