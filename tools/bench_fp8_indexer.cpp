@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attnjit/runtime.hpp"
+#include "bench_util.hpp"
 #include "device_buffer.hpp"
 #include "jit/cuda_driver.hpp"
 #include "runtime/host_numeric.hpp"
@@ -29,35 +30,6 @@ namespace attnjit::cli {
 namespace {
 
 using BenchRow = std::array<std::string, 3>;  // what, value, note
-
-double median_ms(int warmup, int reps, const std::function<void()>& f) {
-  const auto& drv = jit::CudaDriver::get();
-  CUevent a, b;
-  drv.check(drv.cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
-  drv.check(drv.cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    drv.check(drv.cuEventRecord(a, nullptr), "cuEventRecord");
-    f();
-    drv.check(drv.cuEventRecord(b, nullptr), "cuEventRecord");
-    drv.check(drv.cuEventSynchronize(b), "cuEventSynchronize");
-    float t = 0;
-    drv.check(drv.cuEventElapsedTime(&t, a, b), "cuEventElapsedTime");
-    ms.push_back(t);
-  }
-  drv.cuEventDestroy(a);
-  drv.cuEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-template <typename T>
-void upload(DeviceBuffer& b, const std::vector<T>& v) {
-  std::vector<uint8_t> bytes(v.size() * sizeof(T));
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  b.upload(bytes);
-}
 
 void fp8_indexer(Runtime& rt, int reps, std::vector<BenchRow>& rows, nlohmann::json& out) {
   const int64_t B = 1, S = 8192, S_kv = 8192, H = 32, D = 64, G = 1;
@@ -124,7 +96,7 @@ void fp8_indexer(Runtime& rt, int reps, std::vector<BenchRow>& rows, nlohmann::j
                                            with_scale ? "+scale" : "", S, S_kv, H, D, G, windows);
       try {
         Plan plan = rt.op("fp8_lightning_indexer").plan(args);
-        const double ms = median_ms(3, reps, [&] { plan.execute(args, nullptr); });
+        const double ms = time_ms(3, reps, [&] { plan.execute(args, nullptr); });
         const double gbs = out_bytes / (ms * 1e-3) / 1e9;
         const double tf = flops / (ms * 1e-3) / 1e12;
         rows.push_back({what, fmt::format("{:.4f} ms", ms),
@@ -175,7 +147,7 @@ void topk_select(Runtime& rt, int reps, std::vector<BenchRow>& rows, nlohmann::j
                                            windowed ? "causal windows" : "no window");
       try {
         Plan plan = rt.op("topk_select", {{"topk", topk}}).plan(args);
-        const double ms = median_ms(3, reps, [&] { plan.execute(args, nullptr); });
+        const double ms = time_ms(3, reps, [&] { plan.execute(args, nullptr); });
         const double gbs = bytes / (ms * 1e-3) / 1e9;
         rows.push_back({what, fmt::format("{:.4f} ms", ms), fmt::format("{:.0f} GB/s (scores read + indexes written)", gbs)});
         out["topk_select"][what] = {{"ms", ms}, {"gbs", gbs}};

@@ -68,6 +68,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attnjit_ctypes as aj  # noqa: E402
+from bench_rows import add_with_ratio, per_second, result_row  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -167,6 +168,27 @@ def rel_l2(x, ref):
     return num / den if den > 0 else num
 
 
+def output_fields(out, ref):
+    """The output checks of a row: err_ref and maxabs_ref against ref (when there is one), nan_count; {}
+    without an output."""
+    if out is None:
+        return {}
+    r = {}
+    if ref is not None:
+        r["err_ref"] = rel_l2(out, ref)
+        r["maxabs_ref"] = max_abs(out, ref)
+    r["nan_count"] = int(torch.isnan(out).sum().item())
+    return r
+
+
+def tflops_rate(flops):
+    """A result_row rate: TFLOP/s and the fraction of the GEMM ceiling."""
+    def rate(r, t):
+        r["tflops"] = per_second(flops, t, 1e12)
+        r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
+    return rate
+
+
 def max_abs(x, ref):
     return (x.float() - ref.float()).abs().max().item()
 
@@ -237,6 +259,19 @@ def add_row(row):
     ROWS.append(row)
     print_row(row, live=True)
     sys.stdout.flush()
+
+
+def run_case(suite, label, shape, fn):
+    """One case of a suite: prints "[suite] label" ("[suite]" without a label) and runs fn(); an exception
+    becomes an "(case)" error row of that shape (traceback on stderr). Frees torch's cached GPU memory."""
+    print(f"[{suite}] {label}" if label is not None else f"[{suite}]")
+    sys.stdout.flush()
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        add_row({"suite": suite, "shape": shape, "impl": "(case)", "error": f"{type(e).__name__}: {e}"})
+    torch.cuda.empty_cache()
 
 
 def print_row(r, live=False):
@@ -350,21 +385,8 @@ def run_gqa_case(rt, c, args):
     peer_out = None
 
     def row(impl, t=None, out=None, note="", error=None, extra=None):
-        r = {"suite": "gqa", "shape": name, "impl": impl, "params": params, "peer": peer}
-        if error is not None:
-            r["error"] = error
-        if t is not None:
-            r.update(t)
-            r["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
-            r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
-        if out is not None:
-            if ref is not None:
-                r["err_ref"] = rel_l2(out, ref)
-                r["maxabs_ref"] = max_abs(out, ref)
-            r["nan_count"] = int(torch.isnan(out).sum().item())
-        r["note"] = note
-        if extra:
-            r.update(extra)
+        r = result_row("gqa", name, impl, params, peer, t, note, error, extra, rate=tflops_rate(flops),
+                       out_fields=output_fields(out, ref))
         case_rows.append(r)
         return r
 
@@ -533,10 +555,7 @@ def run_gqa_case(rt, c, args):
     # Print order: ours first, then peers.
     order = {"attnjit plan_execute": 0, "attnjit run (cached)": 1, "attnjit varlen_fwd": 2}
     case_rows.sort(key=lambda r: order.get(r["impl"], 10))
-    for r in case_rows:
-        if peer_ms and r.get("ms") and not r.get("error"):
-            r["ratio"] = peer_ms / r["ms"]
-        add_row(r)
+    add_with_ratio(case_rows, peer_ms, add_row)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -569,18 +588,13 @@ def run_paged_kv_write(rt, cache_dtype, args):
     params = {"N": N, "H_kv": H, "D": D, "PS": PS, "NP": NP, "cache": cache_dtype, "bytes": bytes_moved}
     case_rows = []
 
+    def rate(r, t):
+        r["gbs"] = per_second(bytes_moved, t, 1e9)
+        r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
+
     def row(impl, t=None, note="", error=None, extra=None):
-        r = {"suite": "paged_kv_write", "shape": name, "impl": impl, "params": params, "peer": "index_copy_"}
-        if error is not None:
-            r["error"] = error
-        if t is not None:
-            r.update(t)
-            r["gbs"] = bytes_moved / (t["ms"] * 1e-3) / 1e9
-            r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
-        r["note"] = note
-        if extra:
-            r.update(extra)
-        case_rows.append(r)
+        case_rows.append(result_row("paged_kv_write", name, impl, params, "index_copy_", t, note, error, extra,
+                                    rate=rate))
 
     def poison():
         kp.view(torch.uint8).fill_(0xFF)  # bf16 0xFFFF and e4m3 0xFF are NaN
@@ -756,24 +770,15 @@ def run_decode_case(rt, c, args):
     vc = v_pages[idx].reshape(B, W * PS, H_kv, D)[:, :ctx].transpose(1, 2).contiguous()
     ref = None if args.no_ref else decode_reference_fp32(q, kc, vc, scale)
 
+    def rate(r, t):
+        r["gbs"] = per_second(kv_bytes, t, 1e9)
+        r["frac_of_issue_gbs"] = r["gbs"] / DECODE_ISSUE_GBS
+        r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
+        return f"{100 * r['frac_of_issue_gbs']:.0f}% of {DECODE_ISSUE_GBS:.0f} GB/s; "
+
     def row(impl, t=None, out=None, note="", error=None, extra=None):
-        r = {"suite": "decode", "shape": name, "impl": impl, "params": params, "peer": peer}
-        if error is not None:
-            r["error"] = error
-        if t is not None:
-            r.update(t)
-            r["gbs"] = kv_bytes / (t["ms"] * 1e-3) / 1e9
-            r["frac_of_issue_gbs"] = r["gbs"] / DECODE_ISSUE_GBS
-            r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
-            note = f"{100 * r['frac_of_issue_gbs']:.0f}% of {DECODE_ISSUE_GBS:.0f} GB/s; " + note
-        if out is not None:
-            if ref is not None:
-                r["err_ref"] = rel_l2(out, ref)
-                r["maxabs_ref"] = max_abs(out, ref)
-            r["nan_count"] = int(torch.isnan(out).sum().item())
-        r["note"] = note
-        if extra:
-            r.update(extra)
+        r = result_row("decode", name, impl, params, peer, t, note, error, extra, rate=rate,
+                       out_fields=output_fields(out, ref))
         case_rows.append(r)
         return r
 
@@ -848,10 +853,7 @@ def run_decode_case(rt, c, args):
                 row(impl, error=f"{type(e).__name__}: {e}")
 
     peer_ms = next((r["ms"] for r in case_rows if r["impl"] == peer and not r.get("error")), None)
-    for r in case_rows:
-        if r.get("ms") and not r.get("error") and peer_ms:
-            r["ratio"] = peer_ms / r["ms"]
-        add_row(r)
+    add_with_ratio(case_rows, peer_ms, add_row)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -913,21 +915,8 @@ def run_prefill_append_case(rt, c, args):
     ref = None if args.no_ref else reference_fp32(q4, kd, vd, True, -1, -1, 0.0, scale)
 
     def row(impl, t=None, out=None, note="", error=None, extra=None):
-        r = {"suite": "prefill_append", "shape": name, "impl": impl, "params": params, "peer": peer}
-        if error is not None:
-            r["error"] = error
-        if t is not None:
-            r.update(t)
-            r["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
-            r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
-        if out is not None:
-            if ref is not None:
-                r["err_ref"] = rel_l2(out, ref)
-                r["maxabs_ref"] = max_abs(out, ref)
-            r["nan_count"] = int(torch.isnan(out).sum().item())
-        r["note"] = note
-        if extra:
-            r.update(extra)
+        r = result_row("prefill_append", name, impl, params, peer, t, note, error, extra, rate=tflops_rate(flops),
+                       out_fields=output_fields(out, ref))
         case_rows.append(r)
         return r
 
@@ -1025,10 +1014,7 @@ def run_prefill_append_case(rt, c, args):
     peer_ms = next((r["ms"] for r in case_rows if r["impl"].startswith("sdpa FLASH") and not r.get("error")), None)
     order = {"attnjit prefill_append": 0, "attnjit gqa_fwd (dense)": 1}
     case_rows.sort(key=lambda r: order.get(r["impl"], 10))
-    for r in case_rows:
-        if r.get("ms") and not r.get("error") and peer_ms:
-            r["ratio"] = peer_ms / r["ms"]
-        add_row(r)
+    add_with_ratio(case_rows, peer_ms, add_row)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1098,17 +1084,8 @@ def run_lightning_indexer(rt, T, causal, args, H=64, D=128, topk=2048):
     case_rows = []
 
     def row(impl, t=None, note="", error=None, extra=None):
-        r = {"suite": "lightning_indexer", "shape": name, "impl": impl, "params": params, "peer": "torch composition"}
-        if error is not None:
-            r["error"] = error
-        if t is not None:
-            r.update(t)
-            r["tflops"] = flops / (t["ms"] * 1e-3) / 1e12
-            r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
-        r["note"] = note
-        if extra:
-            r.update(extra)
-        case_rows.append(r)
+        case_rows.append(result_row("lightning_indexer", name, impl, params, "torch composition", t, note, error,
+                                    extra, rate=tflops_rate(flops)))
 
     if rt is None:
         row("attnjit lightning_indexer", error=args.rt_error)
@@ -1138,10 +1115,7 @@ def run_lightning_indexer(rt, T, causal, args, H=64, D=128, topk=2048):
     except Exception as e:  # noqa: BLE001
         row("torch composition", error=f"{type(e).__name__}: {e}")
     peer_ms = next((r["ms"] for r in case_rows if r["impl"] == "torch composition" and not r.get("error")), None)
-    for r in case_rows:
-        if r.get("ms") and not r.get("error") and peer_ms:
-            r["ratio"] = peer_ms / r["ms"]
-        add_row(r)
+    add_with_ratio(case_rows, peer_ms, add_row)
 
 
 
@@ -1370,95 +1344,34 @@ def main():
     try:
         if args.suite in ("gqa", "all"):
             for c in gqa_cases(args.quick):
-                print(f"[gqa] {case_name(c)}")
-                sys.stdout.flush()
-                try:
-                    run_gqa_case(rt, c, args)
-                    torch.cuda.empty_cache()
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "gqa", "shape": case_name(c), "impl": "(case)", "error": f"{type(e).__name__}: {e}"})
-                    torch.cuda.empty_cache()
+                run_case("gqa", case_name(c), case_name(c), lambda: run_gqa_case(rt, c, args))
         if args.suite in ("paged_kv_write", "all"):
             for cache in ("bf16", "e4m3"):
-                print(f"[paged_kv_write] bf16 -> {cache}")
-                sys.stdout.flush()
-                try:
-                    run_paged_kv_write(rt, cache, args)
-                    torch.cuda.empty_cache()
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "paged_kv_write", "shape": f"paged_kv_write bf16->{cache}", "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                    torch.cuda.empty_cache()
+                run_case("paged_kv_write", f"bf16 -> {cache}", f"paged_kv_write bf16->{cache}",
+                         lambda: run_paged_kv_write(rt, cache, args))
         if args.suite in ("lightning_indexer", "all"):
             for T, causal in ((8192, True), (32768, True), (8192, False)):
-                print(f"[lightning_indexer] T={T} {'causal' if causal else 'full'}")
-                sys.stdout.flush()
-                try:
-                    run_lightning_indexer(rt, T, causal, args)
-                    torch.cuda.empty_cache()
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "lightning_indexer", "shape": f"indexer T{T}", "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                    torch.cuda.empty_cache()
+                run_case("lightning_indexer", f"T={T} {'causal' if causal else 'full'}", f"indexer T{T}",
+                         lambda: run_lightning_indexer(rt, T, causal, args))
         for suite in ("fp8_lightning_indexer", "topk_select"):
             if args.suite in (suite, "all"):
                 import bench_torch_fp8_indexer as fp8b  # the suites live in their own module
-                print(f"[{suite}]")
-                sys.stdout.flush()
-                try:
-                    (fp8b.run_fp8_indexer if suite == "fp8_lightning_indexer" else fp8b.run_topk_select)(
-                        rt, args, bench, add_row)
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": suite, "shape": suite, "impl": "(case)", "error": f"{type(e).__name__}: {e}"})
-                torch.cuda.empty_cache()
+                run_case(suite, None, suite, lambda: (
+                    fp8b.run_fp8_indexer if suite == "fp8_lightning_indexer" else fp8b.run_topk_select)(
+                        rt, args, bench, add_row))
         if args.suite in ("bsa", "all"):
             for c in bsa_cases(args.quick):
-                print(f"[bsa] {c}")
-                sys.stdout.flush()
-                try:
-                    run_bsa_case(rt, c, args)
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "bsa", "shape": f"bsa_fwd {c}", "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                torch.cuda.empty_cache()
+                run_case("bsa", c, f"bsa_fwd {c}", lambda: run_bsa_case(rt, c, args))
         if args.suite in ("bsa_bwd", "all"):
             for c in bsa_cases(args.quick):  # the bsa suite's shapes
-                print(f"[bsa_bwd] {c}")
-                sys.stdout.flush()
-                try:
-                    run_bsa_bwd_case(rt, c, args)
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "bsa_bwd", "shape": f"bsa_bwd {c}", "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                torch.cuda.empty_cache()
+                run_case("bsa_bwd", c, f"bsa_bwd {c}", lambda: run_bsa_bwd_case(rt, c, args))
         if args.suite in ("decode", "all"):
             for c in decode_cases(args.quick):
-                print(f"[decode] {decode_name(c)}")
-                sys.stdout.flush()
-                try:
-                    run_decode_case(rt, c, args)
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "decode", "shape": decode_name(c), "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                torch.cuda.empty_cache()
+                run_case("decode", decode_name(c), decode_name(c), lambda: run_decode_case(rt, c, args))
         if args.suite in ("prefill_append", "all"):
             for c in prefill_append_cases(args.quick):
-                print(f"[prefill_append] {prefill_append_name(c)}")
-                sys.stdout.flush()
-                try:
-                    run_prefill_append_case(rt, c, args)
-                except Exception as e:  # noqa: BLE001
-                    traceback.print_exc()
-                    add_row({"suite": "prefill_append", "shape": prefill_append_name(c), "impl": "(case)",
-                             "error": f"{type(e).__name__}: {e}"})
-                torch.cuda.empty_cache()
+                run_case("prefill_append", prefill_append_name(c), prefill_append_name(c),
+                         lambda: run_prefill_append_case(rt, c, args))
     finally:
         print_table()
         if args.json:

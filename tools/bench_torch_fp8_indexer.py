@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from bench_rows import add_with_ratio, per_second, result_row
+
 
 def _doc_causal_windows(S, S_kv, gen):
     ks = torch.empty(S, dtype=torch.int32)
@@ -92,19 +94,13 @@ def run_fp8_indexer(rt, args, bench, add_row):
                   "flops": flops, "logits_bytes": out_bytes}
         case_rows = []
 
+        def rate(r, t):
+            r["gbs"] = per_second(out_bytes, t, 1e9)
+            r["tflops_visible"] = per_second(flops, t, 1e12)
+
         def row(impl, t=None, note="", error=None, extra=None):
-            r = {"suite": "fp8_lightning_indexer", "shape": shape, "impl": impl, "params": params,
-                 "peer": "torch bf16 composition"}
-            if error is not None:
-                r["error"] = error
-            if t is not None:
-                r.update(t)
-                r["gbs"] = out_bytes / (t["ms"] * 1e-3) / 1e9
-                r["tflops_visible"] = flops / (t["ms"] * 1e-3) / 1e12
-            r["note"] = note
-            if extra:
-                r.update(extra)
-            case_rows.append(r)
+            case_rows.append(result_row("fp8_lightning_indexer", shape, impl, params, "torch bf16 composition", t,
+                                        note, error, extra, rate=rate))
 
         for dtype, with_scale in (("bf16", False), ("e4m3", True), ("e4m3", False)):
             impl = f"attnjit {dtype}{' +scale' if with_scale else ''}"
@@ -156,10 +152,7 @@ def run_fp8_indexer(rt, args, bench, add_row):
         except Exception as e:  # noqa: BLE001
             row("torch bf16 composition", error=f"{type(e).__name__}: {e}")
         peer_ms = next((r["ms"] for r in case_rows if r["impl"].startswith("torch") and not r.get("error")), None)
-        for r in case_rows:
-            if r.get("ms") and not r.get("error") and peer_ms:
-                r["ratio"] = peer_ms / r["ms"]
-            add_row(r)
+        add_with_ratio(case_rows, peer_ms, add_row)
         torch.cuda.empty_cache()
 
 
@@ -184,17 +177,12 @@ def run_topk_select(rt, args, bench, add_row):
                 pos = torch.arange(S_kv, device=dev)
                 masked = score.masked_fill((pos[None, None, :] >= ends[:, :, None])[..., None], float("-inf"))
 
+            def rate(r, t):
+                r["gbs"] = per_second(nbytes, t, 1e9)
+
             def row(impl, t=None, note="", error=None, extra=None):
-                r = {"suite": "topk_select", "shape": shape, "impl": impl, "params": params, "peer": "torch.topk"}
-                if error is not None:
-                    r["error"] = error
-                if t is not None:
-                    r.update(t)
-                    r["gbs"] = nbytes / (t["ms"] * 1e-3) / 1e9
-                r["note"] = note
-                if extra:
-                    r.update(extra)
-                case_rows.append(r)
+                case_rows.append(result_row("topk_select", shape, impl, params, "torch.topk", t, note, error, extra,
+                                            rate=rate))
 
             ref_vals = torch.topk(masked[0, rows, :, 0], topk, dim=1).values
             if rt is None:
@@ -236,9 +224,6 @@ def run_topk_select(rt, args, bench, add_row):
             except Exception as e:  # noqa: BLE001
                 row("torch.topk", error=f"{type(e).__name__}: {e}")
             peer_ms = next((r["ms"] for r in case_rows if r["impl"] == "torch.topk" and not r.get("error")), None)
-            for r in case_rows:
-                if r.get("ms") and not r.get("error") and peer_ms:
-                    r["ratio"] = peer_ms / r["ms"]
-                add_row(r)
+            add_with_ratio(case_rows, peer_ms, add_row)
         del score, out
         torch.cuda.empty_cache()

@@ -7,6 +7,7 @@ The scripts import this module after putting their own directory on sys.path, so
 working directory. Everything here feeds generated JSON files that are kept byte-identical: changing a
 helper (a dict's key order, a rounding, the number of random draws) changes every file that uses it.
 """
+import argparse
 import bisect
 import json
 import os
@@ -50,6 +51,19 @@ def random_sinks(rng, kind, H):
     if kind == "neginf" and "-inf" not in vals:
         vals[rng.randrange(H)] = "-inf"
     return vals
+
+
+def scatter_pages(rng, need, spare):
+    """Scattered, non-monotonic physical pages: a shuffled range of sum(need) + spare page ids (one
+    rng.shuffle), cut into need[b] pages for request b in order. Returns (total, pages)."""
+    total = sum(need) + spare
+    perm = list(range(total))
+    rng.shuffle(perm)
+    pages, at = [], 0
+    for n in need:
+        pages.append(perm[at: at + n])
+        at += n
+    return total, pages
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,6 +131,41 @@ def tensor(shape, dtype, init, strides=None, output=False):
     if output:
         t["output"] = True
     return t
+
+
+def values(vals):
+    """A "values" init: vals in order (numbers, or "inf" / "-inf" / "nan" strings)."""
+    return {"kind": "values", "values": list(vals)}
+
+
+def indexer_config(topk, causal, compress_ratio, deterministic):
+    """A lightning_indexer config: topk, then causal / compress_ratio / deterministic only where they are
+    not the defaults (false, 1, false)."""
+    config = {"topk": topk}
+    if causal:
+        config["causal"] = True
+    if compress_ratio != 1:
+        config["compress_ratio"] = compress_ratio
+    if deterministic:
+        config["deterministic"] = True
+    return config
+
+
+def add_indexer_outputs(tensors, B, T, topk, cu, cuk):
+    """Adds a lightning_indexer case's cu_seqlens / cu_seqlens_k (packed: cu given) and its poisoned
+    indices output [B, T, topk] to tensors."""
+    if cu is not None:
+        tensors["cu_seqlens"] = tensor([len(cu)], "int32", {"kind": "values", "values": cu})
+        tensors["cu_seqlens_k"] = tensor([len(cuk)], "int32", {"kind": "values", "values": cuk})
+    tensors["indices"] = tensor([B, T, topk], "int32", POISON, output=True)
+
+
+def indexer_compare(deterministic):
+    """The compare spec of lightning_indexer's indices: a top-k set, in ascending order when deterministic."""
+    cmp = {"mode": "topk"}
+    if deterministic:
+        cmp["ascending"] = True
+    return cmp
 
 
 def normal(std=1.0):
@@ -220,3 +269,35 @@ def write_cases_text(path, cases, text, extra="", announce=True):
         f.write(text)
     if announce:
         print(f"wrote {os.path.normpath(path)}: {len(cases)} cases, {len(text)} bytes{extra}")
+
+
+def write_cases(path, cases, extra=""):
+    """write_cases_text of `cases` one case per line (dumps_one_case_per_line)."""
+    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
+
+
+def write_golden(path, cases):
+    """write_cases_text of the plain cases of [(case, ...), ...] as an indented golden file (dumps_indented)."""
+    plain = [c for c, _ in cases]
+    write_cases_text(path, plain, dumps_indented({"cases": plain}) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+CASES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cases")
+
+
+def case_args(doc, count=None, out_dir=True, out_file=None):
+    """The generators' parser: description = doc's first line; --out-dir (default tests/cases) when
+    out_dir; --out (default tests/cases/<out_file>) when out_file; --count (default count) when count
+    is given. Returns the parser (callers may add arguments before parse_args())."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    if out_dir:
+        ap.add_argument("--out-dir", default=CASES_DIR)
+    if out_file:
+        ap.add_argument("--out", default=os.path.join(CASES_DIR, out_file))
+    if count is not None:
+        ap.add_argument("--count", type=int, default=count)
+    return ap

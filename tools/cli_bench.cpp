@@ -14,6 +14,7 @@
 #include <random>
 
 #include "attnjit/runtime.hpp"
+#include "bench_util.hpp"
 #include "cli_commands.hpp"
 #include "device_buffer.hpp"
 #include "jit/cuda_driver.hpp"
@@ -39,35 +40,7 @@ struct Row {
   std::string what, value, note;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
-
-// A GPU timer over `reps` launches of f after `warmup` launches: median milliseconds per launch.
-template <typename F>
-double time_ms(int warmup, int reps, F&& f) {
-  const auto& drv = jit::CudaDriver::get();
-  CUevent a, b;
-  drv.check(drv.cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
-  drv.check(drv.cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    drv.check(drv.cuEventRecord(a, nullptr), "cuEventRecord");
-    f();
-    drv.check(drv.cuEventRecord(b, nullptr), "cuEventRecord");
-    drv.check(drv.cuEventSynchronize(b), "cuEventSynchronize");
-    float t = 0;
-    drv.check(drv.cuEventElapsedTime(&t, a, b), "cuEventElapsedTime");
-    ms.push_back(t);
-  }
-  drv.cuEventDestroy(a);
-  drv.cuEventDestroy(b);
-  return median(ms);
-}
 
 // A small paged_kv_write problem with device tensors (bf16 -> cache dtype, H, D=128, page size 16).
 struct KvWriteProblem {
@@ -87,15 +60,8 @@ struct KvWriteProblem {
     scale = DeviceBuffer(4);
     std::mt19937_64 rng(42);
     // Random data (never zeros): a host pattern of random bf16 values repeated over the buffer.
-    std::vector<uint8_t> pattern(std::min<size_t>(N * row * 2, 64ull << 20));
     std::uniform_real_distribution<float> u(-2.f, 2.f);
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      float f = u(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      pattern[i] = static_cast<uint8_t>(bits >> 16);
-      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
-    }
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(N * row * 2, 64ull << 20), rng, u);
     fill(k, pattern);
     fill(v, pattern);
     // Pages in random order, slots sequential inside a page: what a serving engine's allocator gives.
@@ -104,9 +70,8 @@ struct KvWriteProblem {
     std::shuffle(pages.begin(), pages.end(), rng);
     std::vector<int64_t> s(static_cast<size_t>(N));
     for (int64_t i = 0; i < N; ++i) s[i] = pages[i / PS] * PS + i % PS;
-    slots.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(s.data()), reinterpret_cast<uint8_t*>(s.data()) + N * 8));
-    float sc = 0.5f;
-    scale.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&sc), reinterpret_cast<uint8_t*>(&sc) + 4));
+    upload(slots, s);
+    upload(scale, std::vector<float>{0.5f});
     const Device dev{DeviceKind::kCUDA, 0};
     args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, {N, H, D}, dev));
     args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, {N, H, D}, dev));
@@ -296,16 +261,9 @@ void gqa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
     const size_t q_bytes = static_cast<size_t>(sh.B * sh.S * sh.H * sh.D * 2);
     const size_t kv_bytes = static_cast<size_t>(sh.B * sh.S * sh.H_kv * sh.D * 2);
     DeviceBuffer q(q_bytes), k(kv_bytes), v(kv_bytes), o(q_bytes);
-    std::vector<uint8_t> pattern(std::min<size_t>(q_bytes, 32ull << 20));
     std::mt19937_64 rng(7);
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      float f = nd(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      pattern[i] = static_cast<uint8_t>(bits >> 16);
-      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
-    }
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(q_bytes, 32ull << 20), rng, nd);
     KvWriteProblem::fill(q, pattern);
     KvWriteProblem::fill(k, pattern);
     KvWriteProblem::fill(v, pattern);
@@ -350,29 +308,13 @@ void bsa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nloh
     const size_t t_bytes = static_cast<size_t>(sh.B * sh.H * sh.S * sh.D * 2);
     DeviceBuffer q(t_bytes), k(t_bytes), v(t_bytes), o(t_bytes), dout(t_bytes), dq(t_bytes), dk(t_bytes), dv(t_bytes);
     DeviceBuffer lse(static_cast<size_t>(sh.B * sh.H * sh.S * 4)), index(static_cast<size_t>(sh.B * sh.H * N * sh.K * 4));
-    std::vector<uint8_t> pattern(std::min<size_t>(t_bytes, 32ull << 20));
     std::mt19937_64 rng(11);
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      float f = nd(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      pattern[i] = static_cast<uint8_t>(bits >> 16);
-      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
-    }
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(t_bytes, 32ull << 20), rng, nd);
     for (DeviceBuffer* b : {&q, &k, &v, &o, &dout}) KvWriteProblem::fill(*b, pattern);
-    std::vector<int32_t> idx(static_cast<size_t>(sh.B * sh.H * N * sh.K));
-    std::vector<int32_t> perm(static_cast<size_t>(N));
-    for (size_t row = 0; row < idx.size() / sh.K; ++row) {
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::copy(perm.begin(), perm.begin() + sh.K, idx.begin() + row * sh.K);
-    }
-    index.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(idx.data()),
-                                      reinterpret_cast<uint8_t*>(idx.data()) + idx.size() * 4));
+    upload(index, random_block_index(rng, sh.B * sh.H * N, N, sh.K));
     std::vector<float> lse_host(static_cast<size_t>(sh.B * sh.H * sh.S), 10.f);
-    lse.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(lse_host.data()),
-                                    reinterpret_cast<uint8_t*>(lse_host.data()) + lse_host.size() * 4));
+    upload(lse, lse_host);
     const std::vector<int64_t> qs = {sh.B, sh.H, sh.S, sh.D};
     TensorArgs args;
     args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, qs, dev));
@@ -427,16 +369,9 @@ void lightning_indexer_bench(std::vector<Row>& rows, Runtime& rt, const BenchArg
     const size_t q_bytes = static_cast<size_t>(T * sh.H * sh.D * 2), k_bytes = static_cast<size_t>(S * sh.D * 2);
     const size_t w_bytes = static_cast<size_t>(T * sh.H * 2), o_bytes = static_cast<size_t>(T * sh.topk * 4);
     DeviceBuffer q(q_bytes), k(k_bytes), w(w_bytes), o(o_bytes);
-    std::vector<uint8_t> pattern(std::min<size_t>(q_bytes, 32ull << 20));
     std::mt19937_64 rng(11);
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      float f = nd(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      pattern[i] = static_cast<uint8_t>(bits >> 16);
-      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
-    }
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(q_bytes, 32ull << 20), rng, nd);
     KvWriteProblem::fill(q, pattern);
     KvWriteProblem::fill(k, pattern);
     KvWriteProblem::fill(w, pattern);
@@ -479,26 +414,11 @@ void bsa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
     const size_t t_bytes = static_cast<size_t>(sh.B * sh.H * sh.S * sh.D * 2);
     DeviceBuffer q(t_bytes), k(t_bytes), v(t_bytes), o(t_bytes);
     DeviceBuffer lse(static_cast<size_t>(sh.B * sh.H * sh.S * 4)), index(static_cast<size_t>(sh.B * sh.H * N * sh.K * 4));
-    std::vector<uint8_t> pattern(std::min<size_t>(t_bytes, 32ull << 20));
     std::mt19937_64 rng(13);
     std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      float f = nd(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      pattern[i] = static_cast<uint8_t>(bits >> 16);
-      pattern[i + 1] = static_cast<uint8_t>(bits >> 24);
-    }
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(t_bytes, 32ull << 20), rng, nd);
     for (DeviceBuffer* b : {&q, &k, &v}) KvWriteProblem::fill(*b, pattern);
-    std::vector<int32_t> idx(static_cast<size_t>(sh.B * sh.H * N * sh.K));
-    std::vector<int32_t> perm(static_cast<size_t>(N));
-    for (size_t row = 0; row < idx.size() / sh.K; ++row) {
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::copy(perm.begin(), perm.begin() + sh.K, idx.begin() + row * sh.K);
-    }
-    index.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(idx.data()),
-                                      reinterpret_cast<uint8_t*>(idx.data()) + idx.size() * 4));
+    upload(index, random_block_index(rng, sh.B * sh.H * N, N, sh.K));
     const std::vector<int64_t> qs = {sh.B, sh.H, sh.S, sh.D};
     TensorArgs args;
     args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, qs, dev));

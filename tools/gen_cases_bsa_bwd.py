@@ -26,14 +26,13 @@ which the exact-zero rule would reject.
 
 Usage: python3 tools/gen_cases_bsa_bwd.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, contiguous, dumps_one_case_per_line, normal,  # noqa: E402
-                            random_padded_strides, tensor, write_cases_text)
+from casegen_common import (OUTB, POISON, case_args, contiguous, normal, random_padded_strides, tensor,  # noqa: E402
+                            write_cases)
 
 SEED = 0xB5AB
 GRAD_TOL = 2e-2
@@ -340,20 +339,13 @@ def build_errors():
     return cases
 
 
-def write(path, cases, extra=""):
-    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    ap.add_argument("--count", type=int, default=128)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=128).parse_args()
     grid = build_set("bsa-bwd-grid", args.count, 70000, small=False)
-    write(os.path.join(args.out_dir, "gpu", "bsa_bwd_grid.json"), grid)
-    write(os.path.join(args.out_dir, "gpu", "bsa_bwd_small.json"), build_set("bsa-bwd-small", 14, 80000, small=True))
-    write(os.path.join(args.out_dir, "bsa_bwd_errors.json"), build_errors())
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_bwd_grid.json"), grid)
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_bwd_small.json"),
+                build_set("bsa-bwd-small", 14, 80000, small=True))
+    write_cases(os.path.join(args.out_dir, "bsa_bwd_errors.json"), build_errors())
     return 0
 
 

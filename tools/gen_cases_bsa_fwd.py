@@ -24,14 +24,13 @@ Tolerances (SPEC.md §1.12): o rel_l2 bf16 1e-2, fp16 5e-3, bsa_fp8_fwd 5e-2; ls
 
 Usage: python3 tools/gen_cases_bsa_fwd.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, contiguous, dumps_one_case_per_line, normal,  # noqa: E402
-                            random_padded_strides, tensor, weighted, write_cases_text)
+from casegen_common import (OUTB, POISON, TOL, case_args, contiguous, normal, random_padded_strides,  # noqa: E402
+                            tensor, weighted, write_cases)
 
 SEED = 0xB5A
 MAX_TOTAL_COST = 1.2e10  # sum over the grid of B * H * S_q * visible keys * (D + D_v): the reference's work
@@ -417,24 +416,18 @@ def build_errors():
     return cases
 
 
-def write(path, cases, extra=""):
-    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     grid, total = build_grid()
     fp8 = [c for c in grid if c["op"] == "bsa_fp8_fwd"]
     grid = [c for c in grid if c["op"] == "bsa_fwd"]
-    write(os.path.join(args.out_dir, "gpu", "bsa_fwd_grid.json"), grid, f", reference cost {total:.2e}")
-    write(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_grid.json"), fp8)
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_fwd_grid.json"), grid, f", reference cost {total:.2e}")
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_grid.json"), fp8)
     small = build_small()
-    write(os.path.join(args.out_dir, "gpu", "bsa_fwd_small.json"), [c for c in small if c["op"] == "bsa_fwd"])
-    write(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_small.json"), [c for c in small if c["op"] == "bsa_fp8_fwd"])
-    write(os.path.join(args.out_dir, "bsa_fwd_errors.json"), build_errors())
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_fwd_small.json"), [c for c in small if c["op"] == "bsa_fwd"])
+    write_cases(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_small.json"),
+                [c for c in small if c["op"] == "bsa_fp8_fwd"])
+    write_cases(os.path.join(args.out_dir, "bsa_fwd_errors.json"), build_errors())
     return 0
 
 

@@ -27,13 +27,12 @@ the threshold, whole rows of equal values: the radix select's fallback path).
 
 Usage: python3 tools/gen_cases_fp8_indexer.py [--out-dir DIR]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, contiguous, dumps_one_case_per_line, storage_size, tensor, write_cases_text  # noqa: E402
+from casegen_common import OUTB, case_args, contiguous, storage_size, tensor, values, write_cases  # noqa: E402
 
 SEED_FP8 = 0xF8_1D
 SEED_TOPK = 0x70_4C
@@ -45,10 +44,6 @@ MAX_TOPK_ELEMENTS = 4_000_000
 
 def normal(std=1.0):
     return {"kind": "normal", "mean": 0.0, "std": std}
-
-
-def values(vals):
-    return {"kind": "values", "values": list(vals)}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -543,22 +538,15 @@ def topk_errors():
     return cases
 
 
-def write(path, cases):
-    write_cases_text(path, cases, dumps_one_case_per_line(cases))
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     out = args.out_dir
-    write(os.path.join(out, "fp8_lightning_indexer_errors.json"), fp8_errors())
-    write(os.path.join(out, "topk_select_errors.json"), topk_errors())
-    write(os.path.join(out, "gpu", "fp8_lightning_indexer_grid.json"), fp8_grid(120))
-    write(os.path.join(out, "gpu", "fp8_lightning_indexer_small.json"), fp8_small())
-    write(os.path.join(out, "gpu", "topk_select_grid.json"), topk_grid(120))
-    write(os.path.join(out, "gpu", "topk_select_small.json"), topk_small())
+    write_cases(os.path.join(out, "fp8_lightning_indexer_errors.json"), fp8_errors())
+    write_cases(os.path.join(out, "topk_select_errors.json"), topk_errors())
+    write_cases(os.path.join(out, "gpu", "fp8_lightning_indexer_grid.json"), fp8_grid(120))
+    write_cases(os.path.join(out, "gpu", "fp8_lightning_indexer_small.json"), fp8_small())
+    write_cases(os.path.join(out, "gpu", "topk_select_grid.json"), topk_grid(120))
+    write_cases(os.path.join(out, "gpu", "topk_select_small.json"), topk_small())
     return 0
 
 

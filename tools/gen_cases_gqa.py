@@ -26,14 +26,13 @@ Tolerances (SPEC.md §1.12): o rel_l2 bf16 1e-2, fp16 5e-3, FP8 inputs 5e-2; lse
 
 Usage: python3 tools/gen_cases_gqa.py [--out-dir tests/cases] [--count N]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, attention_config, contiguous, dumps_one_case_per_line,  # noqa: E402
-                            normal, random_padded_strides, random_sinks, tensor, weighted, write_cases_text)
+from casegen_common import (OUTB, POISON, TOL, attention_config, case_args, contiguous, normal,  # noqa: E402
+                            random_padded_strides, random_sinks, tensor, weighted, write_cases)
 
 SEED = 0x6A0F
 MAX_TOTAL_COST = 1.9e10           # sum over the grid of q_len * H * kv_len * D
@@ -659,22 +658,14 @@ def build_errors():
 # ----------------------------------------------------------------------------------------------------
 
 
-def write(path, cases, extra=""):
-    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    ap.add_argument("--count", type=int, default=336)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=336).parse_args()
     grid, total = build_grid(args.count)
-    write(os.path.join(args.out_dir, "gpu", "gqa_grid.json"), grid,
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_grid.json"), grid,
           f"; reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
     small = build_small()
-    write(os.path.join(args.out_dir, "gpu", "gqa_small.json"), small)
-    write(os.path.join(args.out_dir, "gqa_errors.json"), build_errors())
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_small.json"), small)
+    write_cases(os.path.join(args.out_dir, "gqa_errors.json"), build_errors())
     return 0
 
 

@@ -27,12 +27,12 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import contiguous, dumps_one_case_per_line, tensor, weighted, write_cases_text  # noqa: E402
+from casegen_common import (add_indexer_outputs, contiguous, dumps_one_case_per_line, indexer_compare,  # noqa: E402
+                            indexer_config, tensor, weighted, write_cases_text)
 
 SEED = 0x11D3C5
 OP = "lightning_indexer"
 MAX_WORK = 6e8
-POISON = {"kind": "poison"}
 
 H_CHOICES = [(1, 3), (2, 2), (3, 2), (4, 3), (8, 3), (13, 1), (16, 3), (32, 2), (48, 1), (64, 4)]
 D_CHOICES = [(16, 3), (24, 1), (32, 3), (40, 1), (64, 3), (128, 4), (136, 1), (256, 2)]
@@ -79,13 +79,7 @@ def make_case(rng, idx, prefix, dtype, B, T, H, D, topk, causal, r, docs, wkind,
         S = cuk[-1] + rng.choice([0, 0, 1, 5])  # inactive capacity
     else:
         S = T // r
-    config = {"topk": topk}
-    if causal:
-        config["causal"] = True
-    if r != 1:
-        config["compress_ratio"] = r
-    if det:
-        config["deterministic"] = True
+    config = indexer_config(topk, causal, r, det)
     normal = {"kind": "normal", "mean": 0.0, "std": 1.0}
     if wkind == "mixed":
         winit = normal
@@ -100,13 +94,8 @@ def make_case(rng, idx, prefix, dtype, B, T, H, D, topk, causal, r, docs, wkind,
         w_strides = [T * H, 1, T]  # weights stored head-major
     tensors = {"q": tensor([B, T, H, D], dtype, normal, q_strides), "k": tensor([B, S, D], dtype, normal),
                "weights": tensor([B, T, H], dtype, winit, w_strides)}
-    if cu is not None:
-        tensors["cu_seqlens"] = tensor([len(cu)], "int32", {"kind": "values", "values": cu})
-        tensors["cu_seqlens_k"] = tensor([len(cuk)], "int32", {"kind": "values", "values": cuk})
-    tensors["indices"] = tensor([B, T, topk], "int32", POISON, output=True)
-    cmp = {"mode": "topk"}
-    if det:
-        cmp["ascending"] = True
+    add_indexer_outputs(tensors, B, T, topk, cu, cuk)
+    cmp = indexer_compare(det)
     tag = f"{dtype}/b{B}t{T}h{H}d{D}k{topk}" + ("/causal" if causal else "") + (f"/r{r}" if r != 1 else "") + \
           (f"/packed{len(docs)}" if docs is not None else "") + (f"/w-{wkind}" if wkind != "mixed" else "") + \
           ("/det" if det else "") + ("/strided" if strided else "")

@@ -34,16 +34,15 @@ Tolerances (SPEC.md §1.12): o rel_l2 bf16 1e-2, fp16 5e-3, any e4m3 operand 5e-
 
 Usage: python3 tools/gen_cases_paged.py [--out-dir tests/cases] [--count N]
 """
-import argparse
 import math
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, contiguous,  # noqa: E402
-                            dumps_one_case_per_line, encode_bits, normal, random_padded_strides, random_sinks,
-                            storage_size, tensor, weighted, write_cases_text)
+from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, case_args, contiguous,  # noqa: E402
+                            encode_bits, normal, random_padded_strides, random_sinks, scatter_pages, storage_size,
+                            tensor, values, weighted, write_cases)
 
 SEED = 0x9A6E0
 MAX_TOTAL_COST = 1.45e10          # sum over the grid of q_len * H * kv_len * D
@@ -57,10 +56,6 @@ PAIRS = [(("fp16", "fp16"), 0.425), (("bf16", "bf16"), 0.425), (("fp16", "e4m3")
 GQA_PS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 3, 5, 24]
 MHA_PS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 BAD_ENTRIES = [999999, -1, 2 ** 31 - 1, -123456]
-
-
-def values(vals):
-    return {"kind": "values", "values": [v if isinstance(v, str) else v for v in vals]}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -91,14 +86,7 @@ def garbage_pool(rng, dtype, shape, strides, used_rows, std):
 def assign_pages(rng, kv_lens, PS, spare, share):
     """Scattered, non-monotonic physical pages for every request's used logical pages. Returns (NP, pages).
     With `share`, one logical page of a request is redirected to a page of another request (read-only op)."""
-    need = [(k + PS - 1) // PS for k in kv_lens]
-    total = sum(need) + spare
-    perm = list(range(total))
-    rng.shuffle(perm)
-    pages, at = [], 0
-    for n in need:
-        pages.append(perm[at: at + n])
-        at += n
+    total, pages = scatter_pages(rng, [(k + PS - 1) // PS for k in kv_lens], spare)
     shared = False
     if share:
         owners = [b for b in range(len(pages)) if pages[b]]
@@ -862,24 +850,16 @@ def build_errors():
 # ----------------------------------------------------------------------------------------------------
 
 
-def write(path, cases, extra=""):
-    write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    ap.add_argument("--count", type=int, default=320)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=320).parse_args()
     grid, total, garbage = build_grid(args.count)
     n_mha = sum(1 for c in grid if c["op"] == "mha_decode_paged")
     n_garbage = sum(1 for c in grid if "garbage-pools" in c["name"])
-    write(os.path.join(args.out_dir, "gpu", "paged_attention_grid.json"), grid,
+    write_cases(os.path.join(args.out_dir, "gpu", "paged_attention_grid.json"), grid,
           f"; {n_mha} mha_decode_paged, {len(grid) - n_mha} gqa_paged_fwd; {n_garbage} with random-byte garbage "
           f"pools ({garbage} elements); reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
-    write(os.path.join(args.out_dir, "gpu", "paged_attention_small.json"), build_small())
-    write(os.path.join(args.out_dir, "paged_attention_errors.json"), build_errors())
+    write_cases(os.path.join(args.out_dir, "gpu", "paged_attention_small.json"), build_small())
+    write_cases(os.path.join(args.out_dir, "paged_attention_errors.json"), build_errors())
     return 0
 
 

@@ -30,14 +30,13 @@ Writes:
 
 Usage: python3 tools/gen_cases_prefill_append.py [--out-dir tests/cases] [--count N]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, dumps_one_case_per_line, normal, random_padded_strides,  # noqa: E402
-                            tensor, weighted, write_cases_text)
+from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, scatter_pages,  # noqa: E402
+                            tensor, values, weighted, write_cases)
 
 OP = "gqa_prefill_paged_append"
 SEED = 0x9A7E11
@@ -48,10 +47,6 @@ MAX_POOL_ELEMENTS = 12 * 1024 * 1024  # per pool
 PAGE_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 BAD_ENTRIES = [999999, -1, 2 ** 31 - 1, -123456]
 POOL_POISON = {"kind": "bytes", "pattern": 255}  # NaN in fp16 / bf16 / e4m3
-
-
-def values(vals):
-    return {"kind": "values", "values": list(vals)}
 
 
 class Draw:
@@ -66,14 +61,7 @@ def assign_pages(rng, reqs, ps, spare, share):
     """Scattered, non-monotonic physical pages for every request's logical pages 0..ceil((old+q_len)/ps)-1.
     With `share`, logical page 0 of one request is redirected to logical page 0 of another when both lie
     entirely inside the cached prefixes (read by both, written by neither). Returns (NP, pages, shared)."""
-    need = [(o + n + ps - 1) // ps for o, n in reqs]
-    total = sum(need) + spare
-    perm = list(range(total))
-    rng.shuffle(perm)
-    pages, at = [], 0
-    for nd in need:
-        pages.append(perm[at: at + nd])
-        at += nd
+    total, pages = scatter_pages(rng, [(o + n + ps - 1) // ps for o, n in reqs], spare)
     shared = False
     if share:
         owners = [b for b, (o, _) in enumerate(reqs) if o >= ps]
@@ -537,21 +525,14 @@ def build_errors():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    ap.add_argument("--count", type=int, default=140)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=140).parse_args()
     grid, total = build_grid(args.count)
-    write_cases_text(os.path.join(args.out_dir, "gpu", "gqa_prefill_paged_append_grid.json"), grid,
-                     dumps_one_case_per_line(grid), extra=f"; reference cost bound {total:.3g} "
-                     "(sum of q_len * H * (old + q_len) * D)")
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_prefill_paged_append_grid.json"), grid,
+                extra=f"; reference cost bound {total:.3g} (sum of q_len * H * (old + q_len) * D)")
     small = build_small()
-    write_cases_text(os.path.join(args.out_dir, "gpu", "gqa_prefill_paged_append_small.json"), small,
-                     dumps_one_case_per_line(small))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_prefill_paged_append_small.json"), small)
     errors = build_errors()
-    write_cases_text(os.path.join(args.out_dir, "gqa_prefill_paged_append_errors.json"), errors,
-                     dumps_one_case_per_line(errors))
+    write_cases(os.path.join(args.out_dir, "gqa_prefill_paged_append_errors.json"), errors)
     return 0
 
 

@@ -21,7 +21,6 @@ dv) must be exact zeros. Outputs are poisoned.
 
 Usage: /usr/bin/python3 tools/gen_golden_bsa_bwd.py [--out-dir DIR]
 """
-import argparse
 import math
 import os
 import sys
@@ -29,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import contiguous, dumps_indented, storage_size, write_cases_text  # noqa: E402
+from casegen_common import case_args, contiguous, storage_size, write_golden  # noqa: E402
 from casegen_numeric import from_bits, round_out, storage_index, to_bits  # noqa: E402
 
 SEED = 20261201
@@ -231,14 +230,10 @@ def cases(rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     rng = np.random.default_rng(SEED)
     built = cases(rng)
-    plain = [c for c, _ in built]
-    write_cases_text(os.path.join(args.out_dir, "bsa_bwd_golden.json"), plain, dumps_indented({"cases": plain}) + "\n")
+    write_golden(os.path.join(args.out_dir, "bsa_bwd_golden.json"), built)
     for c, note in built:
         print(f"  {c['name']}: {note}")
     return 0

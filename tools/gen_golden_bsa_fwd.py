@@ -21,7 +21,6 @@ error of a simulated kernel that also rounds the probabilities to e4m3.
 
 Usage: /usr/bin/python3 tools/gen_golden_bsa_fwd.py [--out-dir DIR]
 """
-import argparse
 import math
 import os
 import sys
@@ -29,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, contiguous, dumps_indented, storage_size, write_cases_text  # noqa: E402
+from casegen_common import TOL, case_args, contiguous, storage_size, write_golden  # noqa: E402
 from casegen_numeric import (e4m3_bits_satfinite, e4m3_from_bits, from_bits, round_out, storage_index,  # noqa: E402
                              to_bits)
 
@@ -61,6 +60,18 @@ class Tensor:
 
 def int_spec(shape, values):
     return {"shape": list(shape), "dtype": "int32", "init": {"kind": "values", "values": [int(x) for x in values]}}
+
+
+def input_specs(q, k, v, meta):
+    """The input tensors of a case: q, k, v, q2k_block_index, and q2k_block_nums / block_sizes when the
+    metadata has them."""
+    tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(),
+               "q2k_block_index": int_spec(meta["index"].shape, meta["index"].reshape(-1))}
+    if meta["nums"] is not None:
+        tensors["q2k_block_nums"] = int_spec(meta["nums"].shape, meta["nums"].reshape(-1))
+    if meta["bsz"] is not None:
+        tensors["block_sizes"] = int_spec(meta["bsz"].shape, meta["bsz"].reshape(-1))
+    return tensors
 
 
 def to_bhsd(x, layout):
@@ -160,12 +171,7 @@ def bsa_fwd_case(rng, name, seed, *, dtype, layout="bhsd", bs=64, B=1, H=2, H_kv
     alpha = scale if scale is not None else 1.0 / math.sqrt(D)
     o64, lse64 = attention(to_bhsd(q.val, layout), to_bhsd(k.val, layout), to_bhsd(v.val, layout), meta, alpha)
     o64 = from_bhsd(o64, layout)
-    tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(),
-               "q2k_block_index": int_spec(meta["index"].shape, meta["index"].reshape(-1))}
-    if meta["nums"] is not None:
-        tensors["q2k_block_nums"] = int_spec(meta["nums"].shape, meta["nums"].reshape(-1))
-    if meta["bsz"] is not None:
-        tensors["block_sizes"] = int_spec(meta["bsz"].shape, meta["bsz"].reshape(-1))
+    tensors = input_specs(q, k, v, meta)
     poison = {"kind": "poison"}
     tensors["o"] = {"shape": list(o64.shape), "dtype": dtype, "init": poison, "output": True}
     config = {"layout": layout, "sparse_block_size": bs}
@@ -284,12 +290,7 @@ def fp8_case(rng, name, seed, *, B=1, H=2, S_q=64, S_kv=128, K_max=2, counts=Non
              "sim_kernel_vs_bsa_fwd": rel(sim, exact)}
     if std == 0.5:
         assert stats["fp8_ref_vs_bsa_fwd"] <= 8e-2, stats  # SPEC.md §2.6 tests
-    tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(),
-               "q2k_block_index": int_spec(meta["index"].shape, meta["index"].reshape(-1))}
-    if meta["nums"] is not None:
-        tensors["q2k_block_nums"] = int_spec(meta["nums"].shape, meta["nums"].reshape(-1))
-    if meta["bsz"] is not None:
-        tensors["block_sizes"] = int_spec(meta["bsz"].shape, meta["bsz"].reshape(-1))
+    tensors = input_specs(q, k, v, meta)
     tensors["o"] = {"shape": [B, H, S_q, D], "dtype": "bf16", "init": {"kind": "poison"}, "output": True}
     config = {}
     if scale is not None:
@@ -323,20 +324,14 @@ def fp8_cases(rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     rng = np.random.default_rng(SEED)
     fwd = bsa_fwd_cases(rng)
-    plain = [c for c, _ in fwd]
-    write_cases_text(os.path.join(args.out_dir, "bsa_fwd_golden.json"), plain, dumps_indented({"cases": plain}) + "\n")
+    write_golden(os.path.join(args.out_dir, "bsa_fwd_golden.json"), fwd)
     for c, n_empty in fwd:
         print(f"  {c['name']}: {n_empty} empty rows")
     fp8 = fp8_cases(rng)
-    plain = [c for c, _ in fp8]
-    write_cases_text(os.path.join(args.out_dir, "bsa_fp8_fwd_golden.json"), plain,
-                     dumps_indented({"cases": plain}) + "\n")
+    write_golden(os.path.join(args.out_dir, "bsa_fp8_fwd_golden.json"), fp8)
     for c, st in fp8:
         print(f"  {c['name']}: " + ", ".join(f"{k} {v:.3e}" for k, v in st.items()))
     return 0

@@ -29,14 +29,13 @@ clean_logits on and off, empty outputs (S_kv = 0, S = 0, B = 0), validate_inputs
 
 Usage: /usr/bin/python3 tools/gen_golden_fp8_lightning_indexer.py [--out PATH]
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import contiguous, dumps_indented, storage_size, tensor, write_cases_text  # noqa: E402
+from casegen_common import case_args, contiguous, dumps_indented, storage_size, tensor, write_cases_text  # noqa: E402
 from casegen_numeric import (bf16_bits_from_finite_f32, bf16_bits_to_f32, e4m3_bits_nearest,  # noqa: E402
                              e4m3_bits_satfinite, e4m3_from_bits, fmt_value, storage_index)
 
@@ -233,10 +232,7 @@ def build():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "cases", "fp8_lightning_indexer_golden.json"))
-    args = ap.parse_args()
+    args = case_args(__doc__, out_dir=False, out_file="fp8_lightning_indexer_golden.json").parse_args()
     self_test()
     cases = build()
     write_cases_text(args.out, cases, dumps_indented({"cases": cases}) + "\n")

@@ -29,7 +29,6 @@ with the "lse" rule. Outputs are poisoned.
 
 Usage: /usr/bin/python3 tools/gen_golden_gqa.py [--out-dir DIR] [--self-test-only]
 """
-import argparse
 import math
 import os
 import sys
@@ -37,8 +36,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (TOL, attention_config, contiguous, dumps_indented, storage_size,  # noqa: E402
-                            write_cases_text)
+from casegen_common import TOL, attention_config, case_args, contiguous, storage_size, write_golden  # noqa: E402
 from casegen_numeric import (E4M3, bf16_bits_from_finite_f32, bf16_from_bits, e4m3_bits_nearest,  # noqa: E402
                              fp16_from_bits, from_bits, rope_rotate, round_out, storage_index, to_bits,
                              values_spec)
@@ -340,16 +338,13 @@ def varlen_cases(rng):
 
 
 def write(path, cases):
-    plain = [c for c, _ in cases]
-    write_cases_text(path, plain, dumps_indented({"cases": plain}) + "\n")
+    write_golden(path, cases)
     for c, n_empty in cases:
         print(f"  {c['name']}: {n_empty} empty or +inf lse rows")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out-dir", default=os.path.join(here, "..", "tests", "cases"))
+    ap = case_args(__doc__)
     ap.add_argument("--self-test-only", action="store_true")
     args = ap.parse_args()
     print("self-test:")

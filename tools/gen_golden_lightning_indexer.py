@@ -28,7 +28,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, dumps_indented, dumps_one_case_per_line, tensor, write_cases_text  # noqa: E402
+from casegen_common import (OUTB, add_indexer_outputs, dumps_indented, dumps_one_case_per_line,  # noqa: E402
+                            indexer_compare, indexer_config, tensor, write_cases_text)
 from casegen_numeric import from_bits, to_bits  # noqa: E402
 
 SEED = 20261201
@@ -132,21 +133,10 @@ def golden_case(rng, name, dtype, B, T, H, D, topk, causal=False, r=1, docs=None
         ws_bits = to_bits(dtype, -np.abs(from_bits(dtype, np.array(ws["init"]["bits"], dtype=np.uint64))).astype(np.float32))
         ws["init"]["bits"] = [int(x) for x in ws_bits]
     ref = reference(q, k, w, topk, causal, r, cu, cuk)
-    config = {"topk": topk}
-    if causal:
-        config["causal"] = True
-    if r != 1:
-        config["compress_ratio"] = r
-    if deterministic:
-        config["deterministic"] = True
+    config = indexer_config(topk, causal, r, deterministic)
     tensors = {"q": qs, "k": ks, "weights": ws}
-    if cu is not None:
-        tensors["cu_seqlens"] = tensor([len(cu)], "int32", {"kind": "values", "values": cu})
-        tensors["cu_seqlens_k"] = tensor([len(cuk)], "int32", {"kind": "values", "values": cuk})
-    tensors["indices"] = tensor([B, T, topk], "int32", POISON, output=True)
-    cmp = {"mode": "topk"}
-    if deterministic:
-        cmp["ascending"] = True
+    add_indexer_outputs(tensors, B, T, topk, cu, cuk)
+    cmp = indexer_compare(deterministic)
     case = {"name": f"li/{name}", "op": OP, "config": config, "seed": int(rng.integers(1, 2**31)),
             "tensors": tensors, "compare": {"indices": cmp},
             "golden": {"indices": {"values": [int(x) for x in ref.reshape(-1)]}}}

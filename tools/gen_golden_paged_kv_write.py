@@ -25,14 +25,13 @@ values (saturation, +-inf, NaN, subnormals, flush to zero, exact ties) under sca
 
 Usage: /usr/bin/python3 tools/gen_golden_paged_kv_write.py [--out PATH] [--self-test-only] [--negative-nan]
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (class_f_ok, contiguous, dumps_indented, storage_size, tensor,  # noqa: E402
+from casegen_common import (case_args, class_f_ok, contiguous, dumps_indented, storage_size, tensor,  # noqa: E402
                             write_cases_text)
 from casegen_numeric import (E4M3_POS, STORAGE_DTYPE, bf16_bits_from_f32, bf16_bits_to_f32,  # noqa: E402
                              e4m3_bits_satfinite, e4m3_from_bits, f32_bits, f32_from_bits, fp16_bits_from_f32,
@@ -520,9 +519,7 @@ def build_cases(negative_nan=False):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "cases", "paged_kv_write_golden.json"))
+    ap = case_args(__doc__, out_dir=False, out_file="paged_kv_write_golden.json")
     ap.add_argument("--self-test-only", action="store_true")
     ap.add_argument("--negative-nan", action="store_true",
                     help="also emit cases whose e4m3 inputs hold negative NaNs (expected: 0x7F, as on the GPU)")

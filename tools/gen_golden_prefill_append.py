@@ -38,7 +38,6 @@ is nudged until that holds at every position the case rotates).
 
 Usage: /usr/bin/python3 tools/gen_golden_prefill_append.py [--out PATH]
 """
-import argparse
 import math
 import os
 import random
@@ -47,8 +46,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (TOL, contiguous, dumps_indented, random_padded_strides, storage_size,  # noqa: E402
-                            write_cases_text)
+from casegen_common import (TOL, case_args, contiguous, dumps_indented, random_padded_strides,  # noqa: E402
+                            scatter_pages, storage_size, write_cases_text)
 from casegen_numeric import (STORAGE_DTYPE, bf16_bits_from_f32, bf16_bits_to_f32, e4m3_bits_nearest,  # noqa: E402
                              e4m3_bits_satfinite, e4m3_from_bits, fp16_bits_from_f32, fp16_bits_to_f32,
                              round_out, storage_index, to_bits)
@@ -198,13 +197,7 @@ def build_case(idx, name, *, dt="bf16", cache=None, H=4, H_kv=2, D=64, ps=16, re
     # ---- pages: scattered, non-monotonic; optional shared (read-only) first page between two requests
     need = [(o + n + ps - 1) // ps for o, n in reqs]
     W = max(need + [1]) + extra_w
-    total = sum(need) + spare
-    perm = list(range(total))
-    prng.shuffle(perm)
-    pages, at = [], 0
-    for nd in need:
-        pages.append(perm[at: at + nd])
-        at += nd
+    total, pages = scatter_pages(prng, need, spare)
     if share_prefix:
         owners = [b for b in range(B) if olds[b] >= ps]  # logical page 0 lies entirely in the cached prefix
         assert len(owners) >= 2, name
@@ -434,10 +427,7 @@ def self_test():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "cases", "gqa_prefill_paged_append_golden.json"))
-    args = ap.parse_args()
+    args = case_args(__doc__, out_dir=False, out_file="gqa_prefill_paged_append_golden.json").parse_args()
     self_test()
     cases, cost = build_cases()
     write_cases_text(args.out, cases, dumps_indented({"cases": cases}) + "\n",

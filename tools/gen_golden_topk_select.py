@@ -20,14 +20,13 @@ ties so that a GPU run exercises every pass of the radix select, including the w
 
 Usage: /usr/bin/python3 tools/gen_golden_topk_select.py [--out PATH]
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import contiguous, dumps_indented, storage_size, tensor, write_cases_text  # noqa: E402
+from casegen_common import case_args, contiguous, dumps_indented, storage_size, tensor, write_cases_text  # noqa: E402
 from casegen_numeric import fmt_value, storage_index  # noqa: E402
 
 SEED = 20261201
@@ -129,10 +128,7 @@ def build():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "cases", "topk_select_golden.json"))
-    args = ap.parse_args()
+    args = case_args(__doc__, out_dir=False, out_file="topk_select_golden.json").parse_args()
     cases = build()
     write_cases_text(args.out, cases, dumps_indented({"cases": cases}) + "\n")
 

@@ -23,22 +23,21 @@ using attnjit::TensorRef;
 
 constexpr Device kGpu{DeviceKind::kCUDA, 0};
 
-// Descriptors only: distinct, 256-aligned fake device addresses (kernels_for never dereferences them).
-void* addr(int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1) << 32); }
+using test::fake_addr;
+using test::options_in;
 
-attnjit::RuntimeOptions options_in(const test::TempDir& dir, const std::string& tile = "") {
-  attnjit::RuntimeOptions o;
-  o.cache_dir = (dir / "cache").string();
-  o.log_level = "error";
+// test::options_in with the gqa_fwd tile override.
+attnjit::RuntimeOptions options_in(const test::TempDir& dir, const std::string& tile) {
+  attnjit::RuntimeOptions o = test::options_in(dir);
   o.gqa_tile = tile;
   return o;
 }
 
 TensorArgs dense_args(int64_t D, DType dt = DType::kBF16) {
-  return TensorArgs{{"q", TensorRef::contiguous(addr(0), dt, {2, 33, 8, D}, kGpu)},
-                    {"k", TensorRef::contiguous(addr(1), dt, {2, 70, 2, D}, kGpu)},
-                    {"v", TensorRef::contiguous(addr(2), dt, {2, 70, 2, D}, kGpu)},
-                    {"o", TensorRef::contiguous(addr(3), dt, {2, 33, 8, D}, kGpu)}};
+  return TensorArgs{{"q", TensorRef::contiguous(fake_addr(0), dt, {2, 33, 8, D}, kGpu)},
+                    {"k", TensorRef::contiguous(fake_addr(1), dt, {2, 70, 2, D}, kGpu)},
+                    {"v", TensorRef::contiguous(fake_addr(2), dt, {2, 70, 2, D}, kGpu)},
+                    {"o", TensorRef::contiguous(fake_addr(3), dt, {2, 33, 8, D}, kGpu)}};
 }
 
 std::vector<std::string> selected_all(attnjit::Runtime& rt, const char* op, const nlohmann::json& config,
@@ -67,8 +66,8 @@ TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel na
   // D = 256: 128-row tiles on 8 warps; with RoPE 64-row tiles on 4 (shared memory).
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(256)) == "gqa_fwd.portable.bf16.d256.bm128.bn32.w8.causal.sm_90a");
   auto rope = dense_args(256);
-  rope.set("rope_cos", TensorRef::contiguous(addr(4), DType::kBF16, {70, 128}, kGpu));
-  rope.set("rope_sin", TensorRef::contiguous(addr(5), DType::kBF16, {70, 128}, kGpu));
+  rope.set("rope_cos", TensorRef::contiguous(fake_addr(4), DType::kBF16, {70, 128}, kGpu));
+  rope.set("rope_sin", TensorRef::contiguous(fake_addr(5), DType::kBF16, {70, 128}, kGpu));
   CHECK(selected(rt, "gqa_fwd", {{"pos_encoding_mode", "rope"}, {"window_size_left", 7}, {"softcap", 30.0}}, rope) ==
         "gqa_fwd.portable.bf16.d256.bm64.bn32.causal.window.softcap.rope-neox.sm_90a");
 }
@@ -76,24 +75,24 @@ TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel na
 TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
-  TensorArgs varlen{{"q", TensorRef::contiguous(addr(0), DType::kF16, {40, 8, 128}, kGpu)},
-                    {"k", TensorRef::contiguous(addr(1), DType::kF16, {90, 2, 128}, kGpu)},
-                    {"v", TensorRef::contiguous(addr(2), DType::kF16, {90, 2, 128}, kGpu)},
-                    {"o", TensorRef::contiguous(addr(3), DType::kF16, {40, 8, 128}, kGpu)},
-                    {"cu_seqlens_q", TensorRef::contiguous(addr(4), DType::kI32, {4}, kGpu)},
-                    {"cu_seqlens_kv", TensorRef::contiguous(addr(5), DType::kI32, {4}, kGpu)},
-                    {"sinks", TensorRef::contiguous(addr(6), DType::kF32, {8}, kGpu)}};
+  TensorArgs varlen{{"q", TensorRef::contiguous(fake_addr(0), DType::kF16, {40, 8, 128}, kGpu)},
+                    {"k", TensorRef::contiguous(fake_addr(1), DType::kF16, {90, 2, 128}, kGpu)},
+                    {"v", TensorRef::contiguous(fake_addr(2), DType::kF16, {90, 2, 128}, kGpu)},
+                    {"o", TensorRef::contiguous(fake_addr(3), DType::kF16, {40, 8, 128}, kGpu)},
+                    {"cu_seqlens_q", TensorRef::contiguous(fake_addr(4), DType::kI32, {4}, kGpu)},
+                    {"cu_seqlens_kv", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+                    {"sinks", TensorRef::contiguous(fake_addr(6), DType::kF32, {8}, kGpu)}};
   CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.portable.fp16.d128.bm128.bn32.causal.sinks.sm_90a");
 
-  TensorArgs paged{{"q", TensorRef::contiguous(addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
-                   {"k_pages", TensorRef::contiguous(addr(1), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
-                   {"v_pages", TensorRef::contiguous(addr(2), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
-                   {"page_table", TensorRef::contiguous(addr(3), DType::kI32, {3, 5}, kGpu)},
-                   {"cache_seqlens", TensorRef::contiguous(addr(4), DType::kI32, {3}, kGpu)},
-                   {"cu_seqlens_q", TensorRef::contiguous(addr(5), DType::kI32, {4}, kGpu)},
-                   {"k_scale", TensorRef::contiguous(addr(6), DType::kF32, {3, 2}, kGpu)},
-                   {"v_scale", TensorRef::contiguous(addr(7), DType::kF32, {3, 2}, kGpu)},
-                   {"o", TensorRef::contiguous(addr(8), DType::kBF16, {40, 8, 64}, kGpu)}};
+  TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
+                   {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
+                   {"v_pages", TensorRef::contiguous(fake_addr(2), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
+                   {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, 5}, kGpu)},
+                   {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
+                   {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+                   {"k_scale", TensorRef::contiguous(fake_addr(6), DType::kF32, {3, 2}, kGpu)},
+                   {"v_scale", TensorRef::contiguous(fake_addr(7), DType::kF32, {3, 2}, kGpu)},
+                   {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {40, 8, 64}, kGpu)}};
   const std::string d = selected(rt, "gqa_paged_fwd", {{"is_causal", false}}, paged);
   CHECK(d == "gqa_paged_fwd.portable.bf16.kv-e4m3.d64.bm128.bn64.sm_90a");
   // The KV mode is a key field: the paged kernel is not the packed one.
@@ -102,12 +101,12 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
   for (const auto& [k, v] : spec.fields) paged_field = paged_field || (k == "kv_mode" && v == "paged");
   CHECK(paged_field);
 
-  TensorArgs mha{{"q", TensorRef::contiguous(addr(0), DType::kF16, {3, 1, 4, 128}, kGpu)},
-                 {"k", TensorRef::contiguous(addr(1), DType::kF16, {64, 4, 128}, kGpu)},
-                 {"v", TensorRef::contiguous(addr(2), DType::kF16, {64, 4, 128}, kGpu)},
-                 {"real_seqlen_kv", TensorRef::contiguous(addr(3), DType::kI32, {3}, kGpu)},
-                 {"block_table", TensorRef::contiguous(addr(4), DType::kI32, {3, 4}, kGpu)},
-                 {"o", TensorRef::contiguous(addr(5), DType::kF16, {3, 1, 4, 128}, kGpu)}};
+  TensorArgs mha{{"q", TensorRef::contiguous(fake_addr(0), DType::kF16, {3, 1, 4, 128}, kGpu)},
+                 {"k", TensorRef::contiguous(fake_addr(1), DType::kF16, {64, 4, 128}, kGpu)},
+                 {"v", TensorRef::contiguous(fake_addr(2), DType::kF16, {64, 4, 128}, kGpu)},
+                 {"real_seqlen_kv", TensorRef::contiguous(fake_addr(3), DType::kI32, {3}, kGpu)},
+                 {"block_table", TensorRef::contiguous(fake_addr(4), DType::kI32, {3, 4}, kGpu)},
+                 {"o", TensorRef::contiguous(fake_addr(5), DType::kF16, {3, 1, 4, 128}, kGpu)}};
   CHECK(selected(rt, "mha_decode_paged", {{"page_size", 16}}, mha) == "mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a");
   // Paged plans also carry the split-KV decode tile (16 rows, one warp, no sinks: the combine adds
   // them) and the combine kernel.
@@ -158,12 +157,12 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE
   attnjit::RuntimeOptions o = options_in(dir);
   o.decode_tile = "128x2";
   attnjit::Runtime tuned(o);
-  TensorArgs mha{{"q", TensorRef::contiguous(addr(0), DType::kBF16, {3, 1, 4, 64}, kGpu)},
-                 {"k", TensorRef::contiguous(addr(1), DType::kBF16, {64, 4, 64}, kGpu)},
-                 {"v", TensorRef::contiguous(addr(2), DType::kBF16, {64, 4, 64}, kGpu)},
-                 {"real_seqlen_kv", TensorRef::contiguous(addr(3), DType::kI32, {3}, kGpu)},
-                 {"block_table", TensorRef::contiguous(addr(4), DType::kI32, {3, 4}, kGpu)},
-                 {"o", TensorRef::contiguous(addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
+  TensorArgs mha{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 1, 4, 64}, kGpu)},
+                 {"k", TensorRef::contiguous(fake_addr(1), DType::kBF16, {64, 4, 64}, kGpu)},
+                 {"v", TensorRef::contiguous(fake_addr(2), DType::kBF16, {64, 4, 64}, kGpu)},
+                 {"real_seqlen_kv", TensorRef::contiguous(fake_addr(3), DType::kI32, {3}, kGpu)},
+                 {"block_table", TensorRef::contiguous(fake_addr(4), DType::kI32, {3, 4}, kGpu)},
+                 {"o", TensorRef::contiguous(fake_addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
   CHECK(selected_all(tuned, "mha_decode_paged", {{"page_size", 16}}, mha)[1] ==
         "mha_decode_paged.portable.bf16.d64.bm16.bn128.w2.split.sm_90a");
   o.decode_tile = "48x1";
@@ -176,17 +175,17 @@ TEST_CASE("attention planner: gqa_prefill_paged_append kernels and construction 
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   auto args = [](DType cache) {
-    return TensorArgs{{"q", TensorRef::contiguous(addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
-                      {"k_new", TensorRef::contiguous(addr(1), DType::kBF16, {40, 2, 128}, kGpu)},
-                      {"v_new", TensorRef::contiguous(addr(2), DType::kBF16, {40, 2, 128}, kGpu)},
-                      {"k_pages", TensorRef::contiguous(addr(3), cache, {256, 2, 128}, kGpu)},
-                      {"v_pages", TensorRef::contiguous(addr(4), cache, {256, 2, 128}, kGpu)},
-                      {"k_scale", TensorRef::contiguous(addr(5), DType::kF32, {1}, kGpu)},
-                      {"v_scale", TensorRef::contiguous(addr(6), DType::kF32, {1}, kGpu)},
-                      {"cu_seqlens_q", TensorRef::contiguous(addr(7), DType::kI32, {3}, kGpu)},
-                      {"cache_seqlens", TensorRef::contiguous(addr(8), DType::kI32, {2}, kGpu)},
-                      {"block_table", TensorRef::contiguous(addr(9), DType::kI32, {2, 8}, kGpu)},
-                      {"o", TensorRef::contiguous(addr(10), DType::kBF16, {40, 8, 128}, kGpu)}};
+    return TensorArgs{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
+                      {"k_new", TensorRef::contiguous(fake_addr(1), DType::kBF16, {40, 2, 128}, kGpu)},
+                      {"v_new", TensorRef::contiguous(fake_addr(2), DType::kBF16, {40, 2, 128}, kGpu)},
+                      {"k_pages", TensorRef::contiguous(fake_addr(3), cache, {256, 2, 128}, kGpu)},
+                      {"v_pages", TensorRef::contiguous(fake_addr(4), cache, {256, 2, 128}, kGpu)},
+                      {"k_scale", TensorRef::contiguous(fake_addr(5), DType::kF32, {1}, kGpu)},
+                      {"v_scale", TensorRef::contiguous(fake_addr(6), DType::kF32, {1}, kGpu)},
+                      {"cu_seqlens_q", TensorRef::contiguous(fake_addr(7), DType::kI32, {3}, kGpu)},
+                      {"cache_seqlens", TensorRef::contiguous(fake_addr(8), DType::kI32, {2}, kGpu)},
+                      {"block_table", TensorRef::contiguous(fake_addr(9), DType::kI32, {2, 8}, kGpu)},
+                      {"o", TensorRef::contiguous(fake_addr(10), DType::kBF16, {40, 8, 128}, kGpu)}};
   };
   const nlohmann::json base = {{"page_size", 16}, {"max_seqlen_q", 64}};
   CHECK(selected_all(rt, "gqa_prefill_paged_append", base, args(DType::kBF16)) ==

@@ -28,24 +28,18 @@ using attnjit::TensorRef;
 constexpr Device kHost{DeviceKind::kCPU, 0};
 constexpr Device kGpu{DeviceKind::kCUDA, 0};
 
-attnjit::RuntimeOptions options_in(const test::TempDir& dir) {
-  attnjit::RuntimeOptions o;
-  o.cache_dir = (dir / "cache").string();
-  o.log_level = "error";
-  return o;
-}
-
-void* fake(int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1) << 32); }
+using test::fake_addr;
+using test::options_in;
 
 TensorArgs indexer_args(DType dt, int64_t B, int64_t S, int64_t S_kv, int64_t H, int64_t G, int64_t D, bool scale) {
   TensorArgs a;
-  a.set("index_q", TensorRef::contiguous(fake(0), dt, {B, S, H, D}, kGpu));
-  a.set("index_k", TensorRef::contiguous(fake(1), dt, {B, S_kv, G, D}, kGpu));
-  a.set("weights", TensorRef::contiguous(fake(2), DType::kF32, {S, H}, kGpu));
-  a.set("cu_seqlen_ks", TensorRef::contiguous(fake(3), DType::kI32, {S}, kGpu));
-  a.set("cu_seqlen_ke", TensorRef::contiguous(fake(4), DType::kI32, {S}, kGpu));
-  if (scale) a.set("index_k_scale", TensorRef::contiguous(fake(5), DType::kF32, {B, S_kv, G}, kGpu));
-  a.set("logits", TensorRef::contiguous(fake(6), DType::kF32, {B, S, S_kv, G}, kGpu));
+  a.set("index_q", TensorRef::contiguous(fake_addr(0), dt, {B, S, H, D}, kGpu));
+  a.set("index_k", TensorRef::contiguous(fake_addr(1), dt, {B, S_kv, G, D}, kGpu));
+  a.set("weights", TensorRef::contiguous(fake_addr(2), DType::kF32, {S, H}, kGpu));
+  a.set("cu_seqlen_ks", TensorRef::contiguous(fake_addr(3), DType::kI32, {S}, kGpu));
+  a.set("cu_seqlen_ke", TensorRef::contiguous(fake_addr(4), DType::kI32, {S}, kGpu));
+  if (scale) a.set("index_k_scale", TensorRef::contiguous(fake_addr(5), DType::kF32, {B, S_kv, G}, kGpu));
+  a.set("logits", TensorRef::contiguous(fake_addr(6), DType::kF32, {B, S, S_kv, G}, kGpu));
   return a;
 }
 
@@ -100,12 +94,12 @@ TEST_CASE("topk_select: one kernel per window presence; topk is a launch argumen
     auto op = rt.impl().op("topk_select", {{"topk", topk}});
     for (bool window : {false, true}) {
       TensorArgs a;
-      a.set("index_score", TensorRef::contiguous(fake(0), DType::kF32, {2, 3, 40000, 2}, kGpu));
+      a.set("index_score", TensorRef::contiguous(fake_addr(0), DType::kF32, {2, 3, 40000, 2}, kGpu));
       if (window) {
-        a.set("starts", TensorRef::contiguous(fake(1), DType::kI32, {2, 3}, kGpu));
-        a.set("ends", TensorRef::contiguous(fake(2), DType::kI32, {2, 3}, kGpu));
+        a.set("starts", TensorRef::contiguous(fake_addr(1), DType::kI32, {2, 3}, kGpu));
+        a.set("ends", TensorRef::contiguous(fake_addr(2), DType::kI32, {2, 3}, kGpu));
       }
-      a.set("indexes", TensorRef::contiguous(fake(3), DType::kI32, {2, 3, 2, topk}, kGpu));
+      a.set("indexes", TensorRef::contiguous(fake_addr(3), DType::kI32, {2, 3, 2, topk}, kGpu));
       for (const auto& s : op->kernels_for(a, "sm_90a")) names.insert(s.describe());
     }
   }

@@ -27,12 +27,7 @@ constexpr Device kHost{DeviceKind::kCPU, 0};
 constexpr Device kGpu{DeviceKind::kCUDA, 0};
 constexpr uint8_t kPoison = 0xAB;
 
-attnjit::RuntimeOptions options_in(const test::TempDir& dir) {
-  attnjit::RuntimeOptions o;  // NOTE: not from_env: the tests pin every option
-  o.cache_dir = (dir / "cache").string();
-  o.log_level = "error";
-  return o;
-}
+using test::options_in;  // NOTE: not from_env: the tests pin every option
 
 // Host buffers of one paged_kv_write call, pools poisoned.
 struct Call {

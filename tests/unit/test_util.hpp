@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/runtime.hpp"
 #include "jit/kernel_spec.hpp"
 #include "runtime/op_registry.hpp"
 
@@ -101,6 +102,17 @@ inline const std::vector<std::string>& attnjit_env_names() {
       "HOME"};
   return names;
 }
+
+// Options pinned by a test (not from_env): the disk cache under dir/cache, errors-only logging.
+inline RuntimeOptions options_in(const TempDir& dir) {
+  RuntimeOptions o;
+  o.cache_dir = (dir / "cache").string();
+  o.log_level = "error";
+  return o;
+}
+
+// Distinct, 256-aligned fake device addresses for descriptors only (kernels_for never dereferences them).
+inline void* fake_addr(int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1) << 32); }
 
 // The first kernel of the first op's warm-up matrix: a real, compilable spec.
 inline jit::KernelSpec real_spec() { return detail::op_definitions()[0].default_matrix("sm_90a")[0]; }

@@ -15,6 +15,7 @@
 #include "ops/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/reference_bwd.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/validation.hpp"
@@ -350,21 +351,6 @@ class KernelPlan final : public detail::PlanImpl {
   std::unique_ptr<detail::PlanWorkspace> workspace_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(const BwdConfig& cfg) : cfg_(cfg) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const BwdCall call = validate(cfg_, tensors, Placement::kHost);
-    const bsa::BsaMetadataHost md = bsa::BsaMetadataHost::load(kOp, call.base, stream);
-    if (cfg_.validate_inputs) md.check_contents(kOp, /*allow_zero_counts=*/true);
-    reference::bsa_backward(call.base, md, *call.o, *call.dout, *call.lse, *call.dq, *call.dk, *call.dv);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  BwdConfig cfg_;
-};
-
 class BsaBwdOp final : public detail::OpInstance {
  public:
   BsaBwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -379,14 +365,19 @@ class BsaBwdOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const BwdCall call = validate(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const BwdCall call = validate(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const BwdCall call = validate(cfg, t, Placement::kHost);
+        const bsa::BsaMetadataHost md = bsa::BsaMetadataHost::load(kOp, call.base, stream);
+        if (cfg.validate_inputs) md.check_contents(kOp, /*allow_zero_counts=*/true);
+        reference::bsa_backward(call.base, md, *call.o, *call.dout, *call.lse, *call.dq, *call.dk, *call.dv);
+      });
     const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const BsaCall& c = call.base;
     const std::string arch = rt_.arch_for_device(c.device.index);
@@ -401,12 +392,7 @@ class BsaBwdOp final : public detail::OpInstance {
     k.dq = rt_.kernels().loaded(specs.dq, dev);
     const int smem = kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
                                                  kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
-    if (smem > k.main->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
-                                    specs.main.describe(), smem, k.main->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(k.main->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    require_dynamic_smem(kOp, *k.main, specs.main, smem);
     return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k));
   }
 
@@ -423,14 +409,9 @@ class BsaBwdOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition bsa_bwd_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::BsaBwdOp>(rt, config);
-  };
   // NOTE: D = 128 only (the training head dim; 10 kernels, ~3.5 s of NVRTC each for the main ones): D = 64
   // compiles on first use.
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::BsaBwdOp>(ops::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
     for (DType dt : {DType::kF16, DType::kBF16})
       for (int bs : {64, 128}) {
@@ -446,8 +427,7 @@ OpDefinition bsa_bwd_definition() {
         specs.push_back(k.main);
       }
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

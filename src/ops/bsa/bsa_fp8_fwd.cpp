@@ -12,6 +12,7 @@
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/bsa_fwd_kernel.hpp"
 #include "ops/bsa/reference_fwd.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/workspace.hpp"
@@ -67,21 +68,6 @@ Fp8Call validate_fp8(const Fp8Config& cfg, const TensorArgs& args, Placement pla
   c.device("o", o);
   return call;
 }
-
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(const Fp8Config& cfg) : cfg_(cfg) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kHost);
-    const BsaMetadataHost md = BsaMetadataHost::load(kFp8Op, call.in, stream);
-    if (cfg_.validate_inputs) md.check_contents(kFp8Op, cfg_.allow_empty);
-    reference::bsa_fp8_forward(call.in, md, *call.o);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kFp8Op); }
-
- private:
-  Fp8Config cfg_;
-};
 
 // ---------------------------------------------------------------------------------------------------
 // Kernels (templates/bsa/bsa_fp8_fwd.cuh)
@@ -181,14 +167,7 @@ class KernelPlan final : public detail::PlanImpl {
     for (size_t i = 0; i < std::size(kPrepass); ++i)
       prepass_[i] = rt.kernels().loaded(prepass_spec(kPrepass[i], arch), device_);
     attention_ = rt.kernels().loaded(attention_spec(has_nums_, bsz_rank_, arch), device_);
-    if (kAttnSmemBytes > attention_->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", kFp8Op,
-                                    attention_->compiled->spec.describe(), kAttnSmemBytes,
-                                    attention_->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(attention_->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                     kAttnSmemBytes),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    require_dynamic_smem(kFp8Op, *attention_, attention_->compiled->spec, kAttnSmemBytes);
   }
 
   void prepare(const TensorArgs& tensors) const override {
@@ -217,42 +196,11 @@ class KernelPlan final : public detail::PlanImpl {
     const detail::PlanWorkspace::Lease lease = ws_.acquire(w.total, stream);
     const CUdeviceptr base = lease.ptr();
     kernels::BsaFp8Params p{};
-    p.q = in.q->data;
-    p.k = in.k->data;
-    p.v = in.v->data;
-    p.o = call.o->data;
-    p.q_sb = in.q_st.b, p.q_sh = in.q_st.h, p.q_ss = in.q_st.s;
-    p.k_sb = in.k_st.b, p.k_sh = in.k_st.h, p.k_ss = in.k_st.s;
-    p.v_sb = in.v_st.b, p.v_sh = in.v_st.h, p.v_ss = in.v_st.s;
-    const BhsStrides os = in.strides_of(*call.o);
-    p.o_sb = os.b, p.o_sh = os.h, p.o_ss = os.s;
-    p.index = static_cast<const int*>(in.index->data);
-    p.idx_sb = in.index->strides[0], p.idx_sh = in.index->strides[1], p.idx_sm = in.index->strides[2];
-    p.idx_su = in.index->strides[3];
-    if (in.nums) {
-      p.nums = static_cast<const int*>(in.nums->data);
-      p.nums_sb = in.nums->strides[0], p.nums_sh = in.nums->strides[1], p.nums_sm = in.nums->strides[2];
-    }
-    if (in.block_sizes) {
-      const TensorRef& t = *in.block_sizes;
-      p.bsz = static_cast<const int*>(t.data);
-      p.bsz_sk = t.strides[t.ndim - 1];
-      if (t.ndim >= 2) p.bsz_sb = t.strides[0];
-      if (t.ndim == 3) p.bsz_sh = t.strides[1];
-    }
-    p.batch = static_cast<int>(in.B);
+    set_bsa_common_params(p, in, *call.o);
     p.heads = static_cast<int>(in.H_q);
-    p.s_q = static_cast<int>(in.S_q);
-    p.s_kv = static_cast<int>(in.S_kv);
-    p.n_q = static_cast<int>(in.N_q);
-    p.n_kv = static_cast<int>(in.N_kv);
-    p.k_max = static_cast<int>(in.K_max);
-    p.fixed_count = static_cast<int>(in.fixed_count);
     p.n_groups = static_cast<int>(w.n_groups);
     p.s_kv_pad = static_cast<int>(w.s_kv_pad);
     p.n_chunks = static_cast<int>(w.n_chunks);
-    constexpr double kLog2e = 1.4426950408889634;
-    p.scale_log2 = static_cast<float>(static_cast<double>(in.scale) * kLog2e);
     p.q8 = reinterpret_cast<unsigned char*>(base + w.q8);
     p.k8 = reinterpret_cast<unsigned char*>(base + w.k8);
     p.v8t = reinterpret_cast<unsigned char*>(base + w.v8t);
@@ -328,14 +276,19 @@ class BsaFp8FwdOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const Fp8Call call = validate_fp8(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const Fp8Call call = validate_fp8(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}", call.in.nums != nullptr, call.in.block_sizes_rank, call.in.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kFp8Op, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const Fp8Call call = validate_fp8(cfg, t, Placement::kHost);
+        const BsaMetadataHost md = BsaMetadataHost::load(kFp8Op, call.in, stream);
+        if (cfg.validate_inputs) md.check_contents(kFp8Op, cfg.allow_empty);
+        reference::bsa_fp8_forward(call.in, md, *call.o);
+      });
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.in.device.index);
     check_bsa_backend(kFp8Op, backend_, arch);
@@ -355,12 +308,7 @@ class BsaFp8FwdOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition bsa_fp8_fwd_definition() {
-  OpDefinition d;
-  d.name = ops::bsa::kFp8Op;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::bsa::BsaFp8FwdOp>(rt, config);
-  };
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::bsa::BsaFp8FwdOp>(ops::bsa::kFp8Op, [](const std::string& arch) {
     using namespace ops::bsa;
     // The pre-pass, and the attention kernel for fixed and variable counts without block_sizes and for
     // fixed counts with rank-1 block_sizes.
@@ -368,8 +316,7 @@ OpDefinition bsa_fp8_fwd_definition() {
     specs.push_back(attention_spec(true, 0, arch));
     specs.push_back(attention_spec(false, 1, arch));
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

@@ -12,6 +12,7 @@
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/bsa_fwd_kernel.hpp"
 #include "ops/bsa/reference_fwd.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/workspace.hpp"
@@ -216,21 +217,6 @@ class KernelPlan final : public detail::PlanImpl {
   mutable detail::PlanWorkspace ws_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(const BsaFwdConfig& cfg) : cfg_(cfg) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const FwdCall call = validate(cfg_, tensors, Placement::kHost);
-    const BsaMetadataHost md = BsaMetadataHost::load(kOp, call.in, stream);
-    if (cfg_.validate_inputs) md.check_contents(kOp, cfg_.allow_empty);
-    reference::bsa_forward(call.in, md, *call.o, call.lse);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  BsaFwdConfig cfg_;
-};
-
 class BsaFwdOp final : public detail::OpInstance {
  public:
   BsaFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -244,16 +230,21 @@ class BsaFwdOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const FwdCall call = validate(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const FwdCall call = validate(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     const BsaCall& in = call.in;
     return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v, in.nums != nullptr,
                        in.block_sizes_rank, in.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const FwdCall call = validate(cfg, t, Placement::kHost);
+        const BsaMetadataHost md = BsaMetadataHost::load(kOp, call.in, stream);
+        if (cfg.validate_inputs) md.check_contents(kOp, cfg.allow_empty);
+        reference::bsa_forward(call.in, md, *call.o, call.lse);
+      });
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.in.device.index);
     check_bsa_backend(kOp, backend_, arch);
@@ -273,12 +264,7 @@ class BsaFwdOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition bsa_fwd_definition() {
-  OpDefinition d;
-  d.name = ops::bsa::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::bsa::BsaFwdOp>(rt, config);
-  };
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::bsa::BsaFwdOp>(ops::bsa::kOp, [](const std::string& arch) {
     using namespace ops::bsa;
     std::vector<jit::KernelSpec> specs;
     // The common cases: fp16/bf16, D = D_v in {64, 128}, both block sizes, fixed and variable counts.
@@ -294,8 +280,7 @@ OpDefinition bsa_fwd_definition() {
     }
     specs.push_back(bsa_combine_kernel_spec(DType::kBF16, 128, arch));
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

@@ -6,6 +6,7 @@
 
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace attnjit::ops::bsa {
@@ -84,54 +85,18 @@ void check_bsa_backend(const char* op, detail::Backend backend, const std::strin
 std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,
                                                              int device) {
   auto kernel = rt.kernels().loaded(bsa_fwd_kernel_spec(k), device);
-  if (k.smem_bytes() > kernel->max_dynamic_smem_bytes)
-    throw Unsupported(fmt::format("bsa_fwd: kernel {} needs {} bytes of shared memory, the device allows {}",
-                                  kernel->compiled->spec.describe(), k.smem_bytes(), kernel->max_dynamic_smem_bytes));
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.smem_bytes()),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  require_dynamic_smem("bsa_fwd", *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
 }
 
 kernels::BsaFwdParams bsa_fwd_params(const BsaCall& in, const TensorRef& o, const TensorRef* lse) {
   kernels::BsaFwdParams p{};
-  p.q = in.q->data;
-  p.k = in.k->data;
-  p.v = in.v->data;
-  p.o = o.data;
+  set_bsa_common_params(p, in, o);
   p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  p.q_sb = in.q_st.b, p.q_sh = in.q_st.h, p.q_ss = in.q_st.s;
-  p.k_sb = in.k_st.b, p.k_sh = in.k_st.h, p.k_ss = in.k_st.s;
-  p.v_sb = in.v_st.b, p.v_sh = in.v_st.h, p.v_ss = in.v_st.s;
-  const BhsStrides os = in.strides_of(o);
-  p.o_sb = os.b, p.o_sh = os.h, p.o_ss = os.s;
   if (lse) p.lse_sb = lse->strides[0], p.lse_sh = lse->strides[1], p.lse_ss = lse->strides[2];
-  p.index = static_cast<const int*>(in.index->data);
-  p.idx_sb = in.index->strides[0], p.idx_sh = in.index->strides[1], p.idx_sm = in.index->strides[2];
-  p.idx_su = in.index->strides[3];
-  if (in.nums) {
-    p.nums = static_cast<const int*>(in.nums->data);
-    p.nums_sb = in.nums->strides[0], p.nums_sh = in.nums->strides[1], p.nums_sm = in.nums->strides[2];
-  }
-  if (in.block_sizes) {
-    const TensorRef& t = *in.block_sizes;
-    p.bsz = static_cast<const int*>(t.data);
-    p.bsz_sk = t.strides[t.ndim - 1];
-    if (t.ndim >= 2) p.bsz_sb = t.strides[0];
-    if (t.ndim == 3) p.bsz_sh = t.strides[1];
-  }
-  p.batch = static_cast<int>(in.B);
   p.h_q = static_cast<int>(in.H_q);
   p.group = static_cast<int>(in.group());
-  p.s_q = static_cast<int>(in.S_q);
-  p.s_kv = static_cast<int>(in.S_kv);
-  p.n_q = static_cast<int>(in.N_q);
-  p.n_kv = static_cast<int>(in.N_kv);
-  p.k_max = static_cast<int>(in.K_max);
-  p.fixed_count = static_cast<int>(in.fixed_count);
   p.splits = 1;
-  constexpr double kLog2e = 1.4426950408889634;
-  p.scale_log2 = static_cast<float>(static_cast<double>(in.scale) * kLog2e);
   return p;
 }
 

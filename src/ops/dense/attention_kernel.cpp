@@ -8,6 +8,7 @@
 
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace attnjit::ops {
@@ -219,12 +220,7 @@ void check_attention_backend(const char* op, detail::Backend backend, const std:
 std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
                                                                const AttentionKernelChoice& k, int device) {
   auto kernel = rt.kernels().loaded(attention_kernel_spec(op, k), device);
-  if (k.smem_bytes() > kernel->max_dynamic_smem_bytes)
-    throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", op,
-                                  kernel->compiled->spec.describe(), k.smem_bytes(), kernel->max_dynamic_smem_bytes));
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.smem_bytes()),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  require_dynamic_smem(op, *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
 }
 

@@ -9,6 +9,7 @@
 #include "dense/gqa_fwd_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/dense/attention_kernel.hpp"
 #include "ops/dense/gqa_call.hpp"
 #include "ops/dense/reference.hpp"
@@ -359,20 +360,6 @@ class KernelPlan final : public detail::PlanImpl {
   std::shared_ptr<const jit::LoadedKernel> kernel_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(const GqaConfig& cfg) : cfg_(cfg) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kHost);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    reference::gqa_forward(cfg_, call);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", cfg_.op_name()); }
-
- private:
-  GqaConfig cfg_;
-};
-
 class GqaFwdOp final : public detail::OpInstance {
  public:
   GqaFwdOp(detail::RuntimeImpl& rt, bool varlen, const nlohmann::json& config)
@@ -386,15 +373,19 @@ class GqaFwdOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const GqaCall call = validate_gqa_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const GqaCall call = validate_gqa_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.in_dtype), static_cast<int>(call.compute_dtype), call.D,
                        call.sinks != nullptr, call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(cfg_.op_name(), [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const GqaCall call = validate_gqa_call(cfg, t, Placement::kHost);
+        if (cfg.validate_inputs) check_contents(cfg, call, stream);
+        reference::gqa_forward(cfg, call);
+      });
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_attention_backend(cfg_.op_name(), backend_, arch);
@@ -436,23 +427,13 @@ std::vector<jit::KernelSpec> default_matrix(bool varlen, const std::string& arch
 namespace attnjit::detail {
 
 OpDefinition gqa_fwd_definition() {
-  OpDefinition d;
-  d.name = "gqa_fwd";
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::GqaFwdOp>(rt, false, config);
-  };
-  d.default_matrix = [](const std::string& arch) { return ops::default_matrix(false, arch); };
-  return d;
+  return ops::op_definition<ops::GqaFwdOp>(
+      "gqa_fwd", [](const std::string& arch) { return ops::default_matrix(false, arch); }, false);
 }
 
 OpDefinition gqa_varlen_fwd_definition() {
-  OpDefinition d;
-  d.name = "gqa_varlen_fwd";
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::GqaFwdOp>(rt, true, config);
-  };
-  d.default_matrix = [](const std::string& arch) { return ops::default_matrix(true, arch); };
-  return d;
+  return ops::op_definition<ops::GqaFwdOp>(
+      "gqa_varlen_fwd", [](const std::string& arch) { return ops::default_matrix(true, arch); }, true);
 }
 
 }  // namespace attnjit::detail

@@ -12,6 +12,7 @@
 #include "indexer/fp8_lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/indexer/fp8_reference.hpp"
 #include "runtime/host_copy.hpp"
 #include "runtime/op_registry.hpp"
@@ -359,21 +360,6 @@ class KernelPlan final : public detail::PlanImpl {
   std::unique_ptr<detail::PlanWorkspace> ws_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  ReferencePlan(bool clean, bool validate_inputs) : clean_(clean), validate_inputs_(validate_inputs) {}
-  void execute(const TensorArgs& tensors, void*) const override {
-    const Fp8IndexerCall call = validate(tensors, Placement::kHost);
-    if (validate_inputs_ && call.scale) check_scale(*call.scale);
-    reference::fp8_lightning_indexer(*call.q, *call.k, *call.weights, *call.ks, *call.ke, call.scale, *call.logits,
-                                     clean_);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  bool clean_, validate_inputs_;
-};
-
 class Fp8LightningIndexerOp final : public detail::OpInstance {
  public:
   Fp8LightningIndexerOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -388,15 +374,20 @@ class Fp8LightningIndexerOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const Fp8IndexerCall call =
-        validate(tensors, impl_ == detail::Impl::kReference ? Placement::kHost : Placement::kDevice);
+    const Fp8IndexerCall call = validate(tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.HG(), call.scale ? 1 : 0,
                        call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(clean_, validate_inputs_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [clean = clean_, validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
+        const Fp8IndexerCall call = validate(t, Placement::kHost);
+        if (validate_inputs && call.scale) check_scale(*call.scale);
+        reference::fp8_lightning_indexer(*call.q, *call.k, *call.weights, *call.ks, *call.ke, call.scale, *call.logits,
+                                         clean);
+      });
     const Fp8IndexerCall call = validate(tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
@@ -406,12 +397,7 @@ class Fp8LightningIndexerOp final : public detail::OpInstance {
     if (choice.dtype == DType::kBF16) quant = rt_.kernels().loaded(quant_kernel_spec(choice.D, arch), call.device.index);
     auto main = rt_.kernels().loaded(main_kernel_spec(choice), call.device.index);
     const int smem = kernels::fp8_indexer_tiles(choice.D, choice.HG).smem_bytes;
-    if (smem > main->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
-                                    main->compiled->spec.describe(), smem, main->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(main->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    require_dynamic_smem(kOp, *main, main->compiled->spec, smem);
     return std::make_shared<KernelPlan>(std::move(quant), std::move(main), choice, call, rt_.sm_count(call.device.index),
                                         validate_inputs_);
   }
@@ -432,15 +418,10 @@ class Fp8LightningIndexerOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition fp8_lightning_indexer_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::Fp8LightningIndexerOp>(rt, config);
-  };
   // The two common indexer shapes: H = 32, D = 64 (TileOPs' benchmark) and H = 64, D = 128 (DeepSeek
   // V3.2), G = 1; bf16 and e4m3 (with and without scales); clean logits (the default). Other H/G, D
   // pairs and clean_logits = false compile on first use.
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::Fp8LightningIndexerOp>(ops::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
     for (auto [D, HG] : {std::pair{64, 32}, std::pair{128, 64}}) {
       specs.push_back(ops::quant_kernel_spec(D, arch));
@@ -457,8 +438,7 @@ OpDefinition fp8_lightning_indexer_definition() {
       }
     }
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

@@ -9,6 +9,7 @@
 #include "indexer/lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/indexer/reference.hpp"
 #include "runtime/host_copy.hpp"
 #include "runtime/op_registry.hpp"
@@ -329,21 +330,6 @@ class EmptyPlan final : public detail::PlanImpl {
   Placement placement_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(const IndexerConfig& cfg) : cfg_(cfg) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const IndexerCall call = validate(cfg_, tensors, Placement::kHost);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    reference::lightning_indexer(*call.q, *call.k, *call.weights, call.cu_seqlens, call.cu_seqlens_k, *call.indices,
-                                 cfg_.topk, cfg_.causal, cfg_.compress_ratio);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  IndexerConfig cfg_;
-};
-
 class LightningIndexerOp final : public detail::OpInstance {
  public:
   LightningIndexerOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -359,16 +345,21 @@ class LightningIndexerOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const IndexerCall call = validate(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const IndexerCall call = validate(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
                        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
                        call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const IndexerCall call = validate(cfg, t, Placement::kHost);
+        if (cfg.validate_inputs) check_contents(cfg, call, stream);
+        reference::lightning_indexer(*call.q, *call.k, *call.weights, call.cu_seqlens, call.cu_seqlens_k, *call.indices,
+                                     cfg.topk, cfg.causal, cfg.compress_ratio);
+      });
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
@@ -379,10 +370,7 @@ class LightningIndexerOp final : public detail::OpInstance {
       throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
                                     kernel->compiled->spec.describe(), choice.geo.smem_bytes,
                                     kernel->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                     choice.geo.smem_bytes),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    set_max_dynamic_smem(*kernel, choice.geo.smem_bytes);
     return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
   }
 
@@ -399,14 +387,9 @@ class LightningIndexerOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition lightning_indexer_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::LightningIndexerOp>(rt, config);
-  };
   // The shape (H = 64, D = 128, topk 2048) in both dtypes, causal and not, plus topk 64 / D 64
   // and a packed causal kernel; other configurations compile on first use.
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::LightningIndexerOp>(ops::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
     ops::IndexerConfig cfg;
     for (DType dt : {DType::kBF16, DType::kF16})
@@ -421,8 +404,7 @@ OpDefinition lightning_indexer_definition() {
     cfg.topk = 2048;
     specs.push_back(ops::kernel_spec(ops::choose(cfg, DType::kBF16, 128, 64, true, arch)));
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

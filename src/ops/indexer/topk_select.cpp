@@ -9,6 +9,7 @@
 #include "indexer/topk_select_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/indexer/fp8_reference.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -177,19 +178,6 @@ class KernelPlan final : public detail::PlanImpl {
   Device device_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(int64_t topk) : topk_(topk) {}
-  void execute(const TensorArgs& tensors, void*) const override {
-    const TopkSelectCall call = validate(tensors, Placement::kHost, topk_);
-    reference::topk_select(*call.score, call.starts, call.ends, *call.indexes, topk_);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  int64_t topk_;
-};
-
 int64_t read_topk(const detail::ConfigReader& cfg) {
   if (!cfg.has("topk")) throw InvalidArgument(fmt::format("{}: param: topk: expected an integer >= 1, got none", kOp));
   const double v = cfg.get_number("topk", 0);
@@ -212,14 +200,17 @@ class TopkSelectOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const TopkSelectCall call =
-        validate(tensors, impl_ == detail::Impl::kReference ? Placement::kHost : Placement::kDevice, topk_);
+    const TopkSelectCall call = validate(tensors, placement_for(impl_), topk_);
     if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}", call.starts ? 1 : 0, call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(topk_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [topk = topk_](const TensorArgs& t, void*) {
+        const TopkSelectCall call = validate(t, Placement::kHost, topk);
+        reference::topk_select(*call.score, call.starts, call.ends, *call.indexes, topk);
+      });
     const TopkSelectCall call = validate(tensors, Placement::kDevice, topk_);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
@@ -228,9 +219,7 @@ class TopkSelectOp final : public detail::OpInstance {
     if (kMaxSmem > kernel->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: kernel {} needs up to {} bytes of shared memory, the device allows {}", kOp,
                                     kernel->compiled->spec.describe(), kMaxSmem, kernel->max_dynamic_smem_bytes));
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kMaxSmem),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    set_max_dynamic_smem(*kernel, kMaxSmem);
     return std::make_shared<KernelPlan>(std::move(kernel), topk_, call.starts != nullptr, call.device);
   }
 
@@ -247,16 +236,10 @@ class TopkSelectOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition topk_select_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::TopkSelectOp>(rt, config);
-  };
   // topk is a launch argument (one kernel serves every topk), so the matrix is the window axis.
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::TopkSelectOp>(ops::kOp, [](const std::string& arch) {
     return std::vector<jit::KernelSpec>{ops::kernel_spec(false, arch), ops::kernel_spec(true, arch)};
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

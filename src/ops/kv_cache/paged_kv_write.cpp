@@ -9,6 +9,7 @@
 #include "jit/cuda_driver.hpp"
 #include "kv_cache/paged_kv_write_params.cuh"
 #include "ops/arch.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/kv_cache/reference.hpp"
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -252,27 +253,6 @@ class KernelPlan final : public detail::PlanImpl {
   bool validate_inputs_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(bool validate_inputs) : validate_inputs_(validate_inputs) {}
-  void execute(const TensorArgs& tensors, void*) const override {
-    const PagedKvWriteCall call = validate(tensors, Placement::kHost);
-    if (validate_inputs_) {
-      std::vector<int64_t> slots(static_cast<size_t>(call.N));
-      for (int64_t i = 0; i < call.N; ++i)
-        slots[i] = static_cast<const int64_t*>(call.slot_mapping->data)[i * call.slot_mapping->strides[0]];
-      check_contents(call, slots, call.k_scale ? static_cast<const float*>(call.k_scale->data) : nullptr,
-                     call.v_scale ? static_cast<const float*>(call.v_scale->data) : nullptr);
-    }
-    reference::paged_kv_write(*call.k, *call.v, *call.k_pages, *call.v_pages, *call.slot_mapping, call.k_scale,
-                              call.v_scale);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  bool validate_inputs_;
-};
-
 class PagedKvWriteOp final : public detail::OpInstance {
  public:
   PagedKvWriteOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -286,15 +266,26 @@ class PagedKvWriteOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const PagedKvWriteCall call =
-        validate(tensors, impl_ == detail::Impl::kReference ? Placement::kHost : Placement::kDevice);
+    const PagedKvWriteCall call = validate(tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), static_cast<int>(call.cache_dtype), call.D,
                        call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(validate_inputs_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
+        const PagedKvWriteCall call = validate(t, Placement::kHost);
+        if (validate_inputs) {
+          std::vector<int64_t> slots(static_cast<size_t>(call.N));
+          for (int64_t i = 0; i < call.N; ++i)
+            slots[i] = static_cast<const int64_t*>(call.slot_mapping->data)[i * call.slot_mapping->strides[0]];
+          check_contents(call, slots, call.k_scale ? static_cast<const float*>(call.k_scale->data) : nullptr,
+                         call.v_scale ? static_cast<const float*>(call.v_scale->data) : nullptr);
+        }
+        reference::paged_kv_write(*call.k, *call.v, *call.k_pages, *call.v_pages, *call.slot_mapping, call.k_scale,
+                                  call.v_scale);
+      });
     const PagedKvWriteCall call = validate(tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
@@ -315,19 +306,13 @@ class PagedKvWriteOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition paged_kv_write_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::PagedKvWriteOp>(rt, config);
-  };
-  d.default_matrix = [](const std::string& arch) {
+  return ops::op_definition<ops::PagedKvWriteOp>(ops::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
     for (DType dt : {DType::kF16, DType::kBF16})
       for (DType cache : {dt, DType::kE4M3})
         for (int D : {64, 128, 256, 512, 576}) specs.push_back(ops::kernel_spec(dt, cache, D, arch));
     return specs;
-  };
-  return d;
+  });
 }
 
 }  // namespace attnjit::detail

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "jit/cuda_driver.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/dense/attention_kernel.hpp"
 #include "ops/paged/paged_call.hpp"
 #include "ops/paged/reference.hpp"
@@ -455,9 +456,8 @@ class GqaPagedFwdOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.kv_dtype),
                        static_cast<int>(call.compute_dtype), call.D, call.sinks != nullptr, call.device.index);
   }
@@ -470,21 +470,10 @@ class GqaPagedFwdOp final : public detail::OpInstance {
   GqaConfig cfg_;
 };
 
-class PagedReferencePlan final : public detail::PlanImpl {
- public:
-  PagedReferencePlan(const char* op, std::function<void(const TensorArgs&, void*)> run) : op_(op), run_(std::move(run)) {}
-  void execute(const TensorArgs& tensors, void* stream) const override { run_(tensors, stream); }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", op_); }
-
- private:
-  const char* op_;
-  std::function<void(const TensorArgs&, void*)> run_;
-};
-
 std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorArgs& tensors) {
   const GqaConfig cfg = cfg_;
   if (impl_ == detail::Impl::kReference) {
-    return std::make_shared<PagedReferencePlan>(kGqaPaged, [cfg](const TensorArgs& t, void* stream) {
+    return reference_plan(kGqaPaged, [cfg](const TensorArgs& t, void* stream) {
       const PagedAttentionCall call = validate_gqa_paged_call(cfg, t, Placement::kHost);
       if (cfg.validate_inputs) check_contents(kGqaPaged, call, &cfg, stream);
       reference::gqa_paged_fwd(cfg, call);
@@ -527,17 +516,15 @@ class MhaDecodePagedOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const PagedAttentionCall call =
-        validate_mha_decode_paged_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}", static_cast<int>(call.q_dtype), call.D, call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     const MhaDecodePagedConfig cfg = cfg_;
     if (impl_ == detail::Impl::kReference) {
-      return std::make_shared<PagedReferencePlan>(kMhaDecode, [cfg](const TensorArgs& t, void* stream) {
+      return reference_plan(kMhaDecode, [cfg](const TensorArgs& t, void* stream) {
         const PagedAttentionCall call = validate_mha_decode_paged_call(cfg, t, Placement::kHost);
         if (cfg.validate_inputs) check_contents(kMhaDecode, call, nullptr, stream);
         reference::mha_decode_paged(cfg, call);
@@ -588,23 +575,15 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
 namespace attnjit::detail {
 
 OpDefinition gqa_paged_fwd_definition() {
-  OpDefinition d;
-  d.name = ops::kGqaPaged;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::GqaPagedFwdOp>(rt, config);
-  };
-  d.default_matrix = [](const std::string& arch) { return ops::paged_default_matrix(ops::kGqaPaged, false, arch); };
-  return d;
+  return ops::op_definition<ops::GqaPagedFwdOp>(ops::kGqaPaged, [](const std::string& arch) {
+    return ops::paged_default_matrix(ops::kGqaPaged, false, arch);
+  });
 }
 
 OpDefinition mha_decode_paged_definition() {
-  OpDefinition d;
-  d.name = ops::kMhaDecode;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::MhaDecodePagedOp>(rt, config);
-  };
-  d.default_matrix = [](const std::string& arch) { return ops::paged_default_matrix(ops::kMhaDecode, true, arch); };
-  return d;
+  return ops::op_definition<ops::MhaDecodePagedOp>(ops::kMhaDecode, [](const std::string& arch) {
+    return ops::paged_default_matrix(ops::kMhaDecode, true, arch);
+  });
 }
 
 }  // namespace attnjit::detail

@@ -20,6 +20,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
+#include "ops/common/op_helpers.hpp"
 #include "ops/dense/attention_kernel.hpp"
 #include "ops/dense/attention_math.hpp"
 #include "paged/prefill_append_params.cuh"
@@ -305,7 +306,7 @@ std::vector<Request> check_requests(const AppendConfig& cfg, const AppendCall& c
 // ---- CPU reference.
 
 double round_to(DType dt, double v) {
-  uint16_t bits = 0;
+  uint64_t bits = 0;  // NOTE: wide enough for any dtype (dt is 16-bit here; GCC checks every case)
   numeric::store_from_double(&bits, dt, 0, v);
   return numeric::load_as_double(&bits, dt, 0);
 }
@@ -570,23 +571,6 @@ class AppendKernelPlan final : public detail::PlanImpl {
   mutable detail::PlanWorkspace workspace_;
 };
 
-class ReferencePlan final : public detail::PlanImpl {
- public:
-  explicit ReferencePlan(AppendConfig cfg) : cfg_(std::move(cfg)) {}
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const AppendCall call = validate_call(cfg_, tensors, Placement::kHost);
-    if (cfg_.validate_inputs) {
-      detail::prepare_content_checks(kOp, call.device, stream);
-      check_requests(cfg_, call, true);
-    }
-    reference_run(cfg_, call);
-  }
-  std::string describe() const override { return fmt::format("{} reference plan (CPU)", kOp); }
-
- private:
-  AppendConfig cfg_;
-};
-
 const std::vector<std::string> kConfigKeys = {"page_size", "max_seqlen_q", "is_causal", "cache_dtype", "sm_scale",
                                               "softcap", "fuse_rope", "rope_base", "max_position", "rotary_dim",
                                               "validate_inputs"};
@@ -606,15 +590,22 @@ class PrefillAppendOp final : public detail::OpInstance {
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    const bool ref = impl_ == detail::Impl::kReference;
-    const AppendCall call = validate_call(cfg_, tensors, ref ? Placement::kHost : Placement::kDevice);
-    if (ref) return "reference";
+    const AppendCall call = validate_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
     return fmt::format("{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.cache_dtype), call.D,
                        call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ == detail::Impl::kReference) return std::make_shared<ReferencePlan>(cfg_);
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const AppendCall call = validate_call(cfg, t, Placement::kHost);
+        if (cfg.validate_inputs) {
+          detail::prepare_content_checks(kOp, call.device, stream);
+          check_requests(cfg, call, true);
+        }
+        reference_run(cfg, call);
+      });
     const AppendCall call = validate_call(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_attention_backend(kOp, backend_, arch);
@@ -656,13 +647,7 @@ std::vector<jit::KernelSpec> default_matrix(const std::string& arch) {
 namespace attnjit::detail {
 
 OpDefinition gqa_prefill_paged_append_definition() {
-  OpDefinition d;
-  d.name = ops::kOp;
-  d.create = [](RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<OpInstance> {
-    return std::make_shared<ops::PrefillAppendOp>(rt, config);
-  };
-  d.default_matrix = ops::default_matrix;
-  return d;
+  return ops::op_definition<ops::PrefillAppendOp>(ops::kOp, ops::default_matrix);
 }
 
 }  // namespace attnjit::detail
