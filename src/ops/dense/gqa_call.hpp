@@ -70,4 +70,18 @@ const std::vector<std::string>& gqa_config_keys();
 // kernels). Throws InvalidArgument in SPEC.md §1.11's format; never reads tensor contents.
 GqaCall validate_gqa_call(const GqaConfig& cfg, const TensorArgs& args, detail::Placement placement);
 
+// The optional inputs gqa_fwd, gqa_varlen_fwd and gqa_paged_fwd share, checked the same way by each:
+// an e4m3 dequantisation scale `name` of shape [B, H_kv] (fp32, class M);
+void check_kv_head_scale(detail::ArgChecker& c, const char* name, const TensorRef& t, int64_t B, int64_t H_kv);
+// the RoPE tables rope_cos / rope_sin [P, R/2] in the compute dtype, present iff cfg has rope (R is
+// rotary_dim or D; 0 and P = 0 without rope);
+struct RopeTables {
+  const TensorRef* cos = nullptr;
+  const TensorRef* sin = nullptr;
+  int64_t R = 0, P = 0;
+};
+RopeTables check_rope_tables(detail::ArgChecker& c, const GqaConfig& cfg, int64_t D, DType compute_dtype);
+// the optional sinks [H] (fp32, class M).
+const TensorRef* check_sinks(detail::ArgChecker& c, int64_t H);
+
 }  // namespace attnjit::ops

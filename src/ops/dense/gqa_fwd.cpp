@@ -78,6 +78,44 @@ const std::vector<std::string>& gqa_config_keys() {
   return keys;
 }
 
+void check_kv_head_scale(ArgChecker& c, const char* name, const TensorRef& t, int64_t B, int64_t H_kv) {
+  c.rank(name, t, 2, "[B, H_kv]");
+  c.extent(name, t, 0, B, "B");
+  c.extent(name, t, 1, H_kv, "H_kv");
+  c.dtype_is(name, t, DType::kF32);
+  c.metadata(name, t);
+}
+
+RopeTables check_rope_tables(ArgChecker& c, const GqaConfig& cfg, int64_t D, DType compute_dtype) {
+  const bool rope = cfg.rope != RopeLayout::kNone;
+  RopeTables r;
+  r.cos = c.required_iff("rope_cos", rope, "with pos_encoding_mode \"rope\"");
+  r.sin = c.required_iff("rope_sin", rope, "with pos_encoding_mode \"rope\"");
+  if (!rope) return r;
+  r.R = cfg.rotary_dim.value_or(D);
+  if (r.R > D) c.fail("shape", "rotary_dim", "expected rotary_dim <= D = {}, got {}", D, r.R);
+  for (auto [name, t] : {std::pair{"rope_cos", r.cos}, std::pair{"rope_sin", r.sin}}) {
+    c.rank(name, *t, 2, "[P, R/2]");
+    c.extent(name, *t, 1, r.R / 2, "R/2");
+    c.dtype_is(name, *t, compute_dtype, "(the compute dtype)");
+    c.metadata(name, *t);
+  }
+  r.P = r.cos->shape[0];
+  c.extent("rope_sin", *r.sin, 0, r.P, "P, rope_cos' positions");
+  return r;
+}
+
+const TensorRef* check_sinks(ArgChecker& c, int64_t H) {
+  const TensorRef* s = c.optional("sinks");
+  if (s) {
+    c.rank("sinks", *s, 1, "[H]");
+    c.extent("sinks", *s, 0, H, "H");
+    c.dtype_is("sinks", *s, DType::kF32);
+    c.metadata("sinks", *s);
+  }
+  return s;
+}
+
 GqaCall validate_gqa_call(const GqaConfig& cfg, const TensorArgs& args, Placement placement) {
   ArgChecker c(cfg.op_name(), args, placement);
   if (cfg.varlen)
@@ -165,43 +203,20 @@ GqaCall validate_gqa_call(const GqaConfig& cfg, const TensorArgs& args, Placemen
   for (int s = 0; s < 3; ++s) {
     const TensorRef* t = c.required_iff(scale_names[s], fp8, "for e4m3 input, all three scales");
     *scale_slots[s] = t;
-    if (!t) continue;
-    c.rank(scale_names[s], *t, 2, "[B, H_kv]");
-    c.extent(scale_names[s], *t, 0, call.B, "B");
-    c.extent(scale_names[s], *t, 1, call.H_kv, "H_kv");
-    c.dtype_is(scale_names[s], *t, DType::kF32);
-    c.metadata(scale_names[s], *t);
+    if (t) check_kv_head_scale(c, scale_names[s], *t, call.B, call.H_kv);
   }
 
   // rope tables
-  const bool rope = cfg.rope != RopeLayout::kNone;
-  call.rope_cos = c.required_iff("rope_cos", rope, "with pos_encoding_mode \"rope\"");
-  call.rope_sin = c.required_iff("rope_sin", rope, "with pos_encoding_mode \"rope\"");
-  if (rope) {
-    call.R = cfg.rotary_dim.value_or(call.D);
-    if (call.R > call.D) c.fail("shape", "rotary_dim", "expected rotary_dim <= D = {}, got {}", call.D, call.R);
-    for (auto [name, t] : {std::pair{"rope_cos", call.rope_cos}, std::pair{"rope_sin", call.rope_sin}}) {
-      c.rank(name, *t, 2, "[P, R/2]");
-      c.extent(name, *t, 1, call.R / 2, "R/2");
-      c.dtype_is(name, *t, call.compute_dtype, "(the compute dtype)");
-      c.metadata(name, *t);
-    }
-    call.P = call.rope_cos->shape[0];
-    c.extent("rope_sin", *call.rope_sin, 0, call.P, "P, rope_cos' positions");
-    if (!cfg.varlen && call.P < call.S_kv)
-      c.fail("shape", "rope_cos", "expected P >= S_kv = {} table positions, got {}", call.S_kv, call.P);
-  }
+  const RopeTables rope = check_rope_tables(c, cfg, call.D, call.compute_dtype);
+  call.rope_cos = rope.cos;
+  call.rope_sin = rope.sin;
+  call.R = rope.R;
+  call.P = rope.P;
+  if (rope.cos && !cfg.varlen && call.P < call.S_kv)
+    c.fail("shape", "rope_cos", "expected P >= S_kv = {} table positions, got {}", call.S_kv, call.P);
 
   // sinks (varlen)
-  if (cfg.varlen) {
-    call.sinks = c.optional("sinks");
-    if (call.sinks) {
-      c.rank("sinks", *call.sinks, 1, "[H]");
-      c.extent("sinks", *call.sinks, 0, call.H, "H");
-      c.dtype_is("sinks", *call.sinks, DType::kF32);
-      c.metadata("sinks", *call.sinks);
-    }
-  }
+  if (cfg.varlen) call.sinks = check_sinks(c, call.H);
 
   // outputs
   c.rank("o", o, q.ndim, cfg.varlen ? "[T_q, H, D]" : "[B, S_q, H, D]");

@@ -111,35 +111,14 @@ PagedAttentionCall validate_gqa_paged_call(const GqaConfig& cfg, const TensorArg
   call.v_scale = c.required_iff("v_scale", kp.dtype == DType::kE4M3, "for an e4m3 cache, with k_scale");
   for (auto [name, t] : {std::pair{"q_scale", call.q_scale}, std::pair{"k_scale", call.k_scale},
                          std::pair{"v_scale", call.v_scale}}) {
-    if (!t) continue;
-    c.rank(name, *t, 2, "[B, H_kv]");
-    c.extent(name, *t, 0, call.B, "B");
-    c.extent(name, *t, 1, call.H_kv, "H_kv");
-    c.dtype_is(name, *t, DType::kF32);
-    c.metadata(name, *t);
+    if (t) check_kv_head_scale(c, name, *t, call.B, call.H_kv);
   }
-  const bool rope = cfg.rope != RopeLayout::kNone;
-  call.rope_cos = c.required_iff("rope_cos", rope, "with pos_encoding_mode \"rope\"");
-  call.rope_sin = c.required_iff("rope_sin", rope, "with pos_encoding_mode \"rope\"");
-  if (rope) {
-    call.R = cfg.rotary_dim.value_or(call.D);
-    if (call.R > call.D) c.fail("shape", "rotary_dim", "expected rotary_dim <= D = {}, got {}", call.D, call.R);
-    for (auto [name, t] : {std::pair{"rope_cos", call.rope_cos}, std::pair{"rope_sin", call.rope_sin}}) {
-      c.rank(name, *t, 2, "[P, R/2]");
-      c.extent(name, *t, 1, call.R / 2, "R/2");
-      c.dtype_is(name, *t, call.compute_dtype, "(the compute dtype)");
-      c.metadata(name, *t);
-    }
-    call.P = call.rope_cos->shape[0];
-    c.extent("rope_sin", *call.rope_sin, 0, call.P, "P, rope_cos' positions");
-  }
-  call.sinks = c.optional("sinks");
-  if (call.sinks) {
-    c.rank("sinks", *call.sinks, 1, "[H]");
-    c.extent("sinks", *call.sinks, 0, call.H, "H");
-    c.dtype_is("sinks", *call.sinks, DType::kF32);
-    c.metadata("sinks", *call.sinks);
-  }
+  const RopeTables rope = check_rope_tables(c, cfg, call.D, call.compute_dtype);
+  call.rope_cos = rope.cos;
+  call.rope_sin = rope.sin;
+  call.R = rope.R;
+  call.P = rope.P;
+  call.sinks = check_sinks(c, call.H);
   c.rank("o", o, 3, "[T_q, H, D]");
   for (int d = 0; d < 3; ++d) c.extent("o", o, d, q.shape[d], "q's shape");
   c.dtype_is("o", o, call.compute_dtype, "(the compute dtype)");
@@ -443,6 +422,20 @@ AttentionKernelChoice choose_paged(const char* op, const GqaConfig& gqa, const P
                                  KvMode::kPaged, call.sinks != nullptr, arch, tile);
 }
 
+// A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
+std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& rt, const char* op,
+                                                          detail::Backend backend, const GqaConfig& gqa,
+                                                          bool validate_inputs, PagedKernelPlan::Validate validate,
+                                                          const PagedAttentionCall& call) {
+  const std::string arch = rt.arch_for_device(call.device.index);
+  check_attention_backend(op, backend, arch);
+  AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
+  auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
+  DecodePath decode = load_decode_path(rt, op, choice, call.device.index);
+  return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
+                                           std::move(kernel), std::move(decode));
+}
+
 class GqaPagedFwdOp final : public detail::OpInstance {
  public:
   GqaPagedFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -479,16 +472,10 @@ std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorAr
       reference::gqa_paged_fwd(cfg, call);
     });
   }
-  const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
-  const std::string arch = rt_.arch_for_device(call.device.index);
-  check_attention_backend(kGqaPaged, backend_, arch);
-  AttentionKernelChoice choice = choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile);
-  auto kernel = load_attention_kernel(rt_, kGqaPaged, choice, call.device.index);
-  DecodePath decode = load_decode_path(rt_, kGqaPaged, choice, call.device.index);
-  return std::make_shared<PagedKernelPlan>(
-      kGqaPaged, cfg_, cfg_.validate_inputs,
-      [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); }, std::move(choice),
-      std::move(kernel), std::move(decode));
+  return paged_kernel_plan(
+      rt_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
+      [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); },
+      validate_gqa_paged_call(cfg_, tensors, Placement::kDevice));
 }
 
 MhaDecodePagedConfig parse_mha_config(const detail::ConfigReader& r) {
@@ -530,16 +517,10 @@ class MhaDecodePagedOp final : public detail::OpInstance {
         reference::mha_decode_paged(cfg, call);
       });
     }
-    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
-    const std::string arch = rt_.arch_for_device(call.device.index);
-    check_attention_backend(kMhaDecode, backend_, arch);
-    AttentionKernelChoice choice = choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile);
-    auto kernel = load_attention_kernel(rt_, kMhaDecode, choice, call.device.index);
-    DecodePath decode = load_decode_path(rt_, kMhaDecode, choice, call.device.index);
-    return std::make_shared<PagedKernelPlan>(
-        kMhaDecode, gqa_, cfg_.validate_inputs,
+    return paged_kernel_plan(
+        rt_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
         [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
-        std::move(choice), std::move(kernel), std::move(decode));
+        validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice));
   }
 
  private:
