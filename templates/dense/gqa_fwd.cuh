@@ -162,6 +162,10 @@ struct PagedRows {
   static constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
   int page[kIters];  // pool page of the row, -1: not a pool row
   int slot[kIters];
+  // Whole-tile fast paths (the same for every thread): 1 = every row is a pool row of one page (page
+  // tile_page from slot tile_slot); 2 = every row is a new row or past kv_len; 0 = per-row (page, slot).
+  int mode;
+  int tile_page, tile_slot;
 
   __device__ __forceinline__ static int row0() { return Cfg::kThreads >= kChunks ? threadIdx.x / kChunks : 0; }
   __device__ __forceinline__ static int ch0() { return threadIdx.x % (Cfg::kThreads >= kChunks ? kChunks : Cfg::kThreads); }
@@ -171,6 +175,18 @@ struct PagedRows {
   // page-table entry is read only when the page changes.
   __device__ __forceinline__ void lookup(int n0, int old, const int* page_row, long long pt_sp, int page_size) {
     static_assert(Cfg::kThreads % kChunks == 0 || kChunks % Cfg::kThreads == 0, "PagedRows: thread layout");
+    if (n0 >= old) {
+      mode = 2;
+      return;
+    }
+    const unsigned first_pg = static_cast<unsigned>(n0) / static_cast<unsigned>(page_size);
+    if (n0 + ROWS <= old && static_cast<unsigned>(n0 + ROWS - 1) / static_cast<unsigned>(page_size) == first_pg) {
+      mode = 1;
+      tile_page = page_row[first_pg * pt_sp];
+      tile_slot = n0 - static_cast<int>(first_pg) * page_size;
+      return;
+    }
+    mode = 0;
     const int j0 = n0 + row0();
     const unsigned ups = static_cast<unsigned>(page_size);
     unsigned pg = static_cast<unsigned>(j0) / ups;
@@ -480,9 +496,21 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
       if constexpr (kPagedRows) {
         const T* kn = KV_MODE == kKvPagedAppend ? static_cast<const T*>(p.k_new) + q_off * p.kn_ss + r * p.kn_sh : nullptr;
         const T* vn = KV_MODE == kKvPagedAppend ? static_cast<const T*>(p.v_new) + q_off * p.vn_ss + r * p.vn_sh : nullptr;
-        load_paged_kv_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, sVbuf + (t & 1) * BN * kPitch, pg_next, n0, pool_keys,
-                                    kv_len, reinterpret_cast<const T*>(kb), reinterpret_cast<const T*>(vb), p.k_ss, p.k_sp,
-                                    p.v_ss, p.v_sp, kn, p.kn_ss, vn, p.vn_ss);
+        if (pg_next.mode == 1) {  // one page: the dense kernel's affine loads
+          const long long off_k = static_cast<long long>(pg_next.tile_page) * p.k_sp + pg_next.tile_slot * p.k_ss;
+          const long long off_v = static_cast<long long>(pg_next.tile_page) * p.v_sp + pg_next.tile_slot * p.v_ss;
+          load_tile_affine<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, kb + off_k, p.k_ss, BN);
+          load_tile_affine<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, vb + off_v, p.v_ss, BN);
+        } else if (KV_MODE == kKvPagedAppend && pg_next.mode == 2) {  // new rows only
+          load_tile_affine<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, reinterpret_cast<const TKV*>(kn) + (n0 - pool_keys) * p.kn_ss,
+                                    p.kn_ss, kv_len - n0);
+          load_tile_affine<Cfg, BN>(sVbuf + (t & 1) * BN * kPitch, reinterpret_cast<const TKV*>(vn) + (n0 - pool_keys) * p.vn_ss,
+                                    p.vn_ss, kv_len - n0);
+        } else {
+          load_paged_kv_tile<Cfg, BN>(sKbuf + (t & 1) * BN * kPitch, sVbuf + (t & 1) * BN * kPitch, pg_next, n0, pool_keys,
+                                      kv_len, reinterpret_cast<const T*>(kb), reinterpret_cast<const T*>(vb), p.k_ss,
+                                      p.k_sp, p.v_ss, p.v_sp, kn, p.kn_ss, vn, p.vn_ss);
+        }
       } else if constexpr (KV_MODE == kKvPagedAppend) {
         // e4m3 pool: dequantised on load (16-bit pools take the PagedRows path above).
         const T* kn = static_cast<const T*>(p.k_new) + q_off * p.kn_ss + r * p.kn_sh;
