@@ -511,6 +511,23 @@ def run_gqa_case(rt, c, args):
                 f"{extra['host_us_execute_bound']:.1f} us/call", extra=extra)
         except Exception as e:  # noqa: BLE001
             row("attnjit plan_execute", error=f"{type(e).__name__}: {e}")
+        # The hopper backend (wgmma, TMA) on the same call.
+        try:
+            hconfig = dict(config, backend="hopper")
+            hplan = rt.plan("gqa_fwd", hconfig, tensors)
+            hcall = hplan.bind(tensors)
+            o.fill_(float("nan"))
+            hcall()
+            torch.cuda.synchronize()
+            extra = {"config": hconfig}
+            if peer_out is not None:
+                extra["err_peer"] = rel_l2(o, peer_out)
+                extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
+            t = bench(hcall, args.min_reps)
+            row("attnjit hopper", t, o, "backend 'hopper' (wgmma, TMA, warp-specialised)", extra=extra)
+            hplan.close()
+        except Exception as e:  # noqa: BLE001
+            row("attnjit hopper", error=f"{type(e).__name__}: {e}")
         # attnjit_run: the plan cache. First call (a cache miss builds a plan), then steady state.
         if plan is not None:
             try:
@@ -553,7 +570,7 @@ def run_gqa_case(rt, c, args):
                  (r["impl"].startswith("sdpa FLASH") if peer == "FA2" else r["impl"].startswith("flex"))]
     peer_ms = peer_rows[0]["ms"] if peer_rows else None
     # Print order: ours first, then peers.
-    order = {"attnjit plan_execute": 0, "attnjit run (cached)": 1, "attnjit varlen_fwd": 2}
+    order = {"attnjit plan_execute": 0, "attnjit hopper": 1, "attnjit run (cached)": 2, "attnjit varlen_fwd": 3}
     case_rows.sort(key=lambda r: order.get(r["impl"], 10))
     add_with_ratio(case_rows, peer_ms, add_row)
 
@@ -1268,9 +1285,13 @@ def run_bsa_case(rt, c, args):
         rows.append(row("flex (compiled)", t, note="torch.compile(flex_attention), BlockMask.from_kv_blocks"))
     except Exception as e:  # noqa: BLE001
         rows.append(row("flex (compiled)", error=f"{type(e).__name__}: {e}"))
+    # 'auto' takes the hopper kernel on sm_90a where it serves the call (block size 128); the portable
+    # rows pin the backend.
     variants = [("attnjit bsa_fwd", "bsa_fwd", {"sparse_block_size": bs, "block_sparse_num": K}),
-                ("attnjit bsa_fwd kv_splits auto", "bsa_fwd",
-                 {"sparse_block_size": bs, "block_sparse_num": K, "kv_splits": "auto"})]
+                ("attnjit bsa_fwd portable", "bsa_fwd",
+                 {"sparse_block_size": bs, "block_sparse_num": K, "backend": "portable"}),
+                ("attnjit bsa_fwd portable kv_splits auto", "bsa_fwd",
+                 {"sparse_block_size": bs, "block_sparse_num": K, "kv_splits": "auto", "backend": "portable"})]
     if bs == 64:
         variants.append(("attnjit bsa_fp8_fwd", "bsa_fp8_fwd", {"block_sparse_num": K}))
     for impl, op, cfg in variants:

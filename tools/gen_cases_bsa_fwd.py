@@ -101,7 +101,9 @@ def fwd_case(name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, Dv, cou
     if with_lse:
         tensors["lse"] = tensor([B, H, S_q], "fp32", POISON, output=True)
         compare["lse"] = {"mode": "lse"}
-    config = {"layout": layout, "sparse_block_size": bs}
+    # The portable kernels, whatever 'auto' would pick on the GPU (tools/gen_cases_bsa_fwd_hopper.py derives
+    # the hopper backend's cases from these).
+    config = {"layout": layout, "sparse_block_size": bs, "backend": "portable"}
     if scale is not None:
         config["scale"] = scale
     if counts != "variable" and config_fixed:

@@ -79,6 +79,7 @@ CudaDriver::CudaDriver() {
   ATTNJIT_LOAD(cuEventDestroy, 4000);
   ATTNJIT_LOAD(cuStreamWaitEvent, 3020);
   ATTNJIT_LOAD(cuMemsetD32Async, 3020);
+  ATTNJIT_LOAD(cuTensorMapEncodeTiled, 12000);
 #undef ATTNJIT_LOAD
   (void)kRequestVersion;
   if (!ok) return;

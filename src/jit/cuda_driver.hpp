@@ -67,6 +67,7 @@ class CudaDriver {
   PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
   PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent = nullptr;
   PFN_cuMemsetD32Async_v3020 cuMemsetD32Async = nullptr;
+  PFN_cuTensorMapEncodeTiled_v12000 cuTensorMapEncodeTiled = nullptr;
 
  private:
   CudaDriver();

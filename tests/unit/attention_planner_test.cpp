@@ -60,11 +60,13 @@ std::string selected(attnjit::Runtime& rt, const char* op, const nlohmann::json&
 TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel name") {
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
-  CHECK(selected(rt, "gqa_fwd", {}, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn64.causal.sm_90a");
-  CHECK(selected(rt, "gqa_fwd", {{"is_causal", false}}, dense_args(128)) == "gqa_fwd.portable.bf16.d128.bm128.bn32.sm_90a");
+  const nlohmann::json portable = {{"backend", "portable"}};
+  CHECK(selected(rt, "gqa_fwd", portable, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn64.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {{"is_causal", false}, {"backend", "portable"}}, dense_args(128)) ==
+        "gqa_fwd.portable.bf16.d128.bm128.bn32.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
   // D = 256: 128-row tiles on 8 warps; with RoPE 64-row tiles on 4 (shared memory).
-  CHECK(selected(rt, "gqa_fwd", {}, dense_args(256)) == "gqa_fwd.portable.bf16.d256.bm128.bn32.w8.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", portable, dense_args(256)) == "gqa_fwd.portable.bf16.d256.bm128.bn32.w8.causal.sm_90a");
   auto rope = dense_args(256);
   rope.set("rope_cos", TensorRef::contiguous(fake_addr(4), DType::kBF16, {70, 128}, kGpu));
   rope.set("rope_sin", TensorRef::contiguous(fake_addr(5), DType::kBF16, {70, 128}, kGpu));
@@ -82,7 +84,9 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                     {"cu_seqlens_q", TensorRef::contiguous(fake_addr(4), DType::kI32, {4}, kGpu)},
                     {"cu_seqlens_kv", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
                     {"sinks", TensorRef::contiguous(fake_addr(6), DType::kF32, {8}, kGpu)}};
-  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.portable.fp16.d128.bm128.bn32.causal.sinks.sm_90a");
+  CHECK(selected(rt, "gqa_varlen_fwd", {{"backend", "portable"}}, varlen) ==
+        "gqa_varlen_fwd.portable.fp16.d128.bm128.bn32.causal.sinks.sm_90a");
+  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.sm_90a");
 
   TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
                    {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
@@ -125,19 +129,53 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
 TEST_CASE("attention planner: the ATTNJIT_GQA_TILE override and the backend rules") {
   test::TempDir dir("planner");
   attnjit::Runtime tuned(options_in(dir, "128x64x4"));
-  CHECK(selected(tuned, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_90a");
+  CHECK(selected(tuned, "gqa_fwd", {{"backend", "portable"}}, dense_args(128)) ==
+        "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_90a");
   // 32 rows per warp would not fit D = 256's accumulators: refused, naming the override.
   attnjit::Runtime bad(options_in(dir, "128x32x4"));
-  CHECK_THROWS_WITH_AS(selected(bad, "gqa_fwd", {}, dense_args(256)), doctest::Contains("ATTNJIT_GQA_TILE"),
-                       attnjit::InvalidArgument);
+  CHECK_THROWS_WITH_AS(selected(bad, "gqa_fwd", {{"backend", "portable"}}, dense_args(256)),
+                       doctest::Contains("ATTNJIT_GQA_TILE"), attnjit::InvalidArgument);
   attnjit::Runtime junk(options_in(dir, "big"));
-  CHECK_THROWS_AS(selected(junk, "gqa_fwd", {}, dense_args(64)), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(selected(junk, "gqa_fwd", {{"backend", "portable"}}, dense_args(64)), attnjit::InvalidArgument);
 
   attnjit::Runtime rt(options_in(dir));
-  CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", {{"backend", "hopper"}})->kernels_for(dense_args(128), "sm_90a"),
-                       doctest::Contains("'portable'"), attnjit::Unsupported);
   CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_75"),
                        doctest::Contains("sm_80"), attnjit::Unsupported);
+}
+
+TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, and what 'auto' picks") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  const nlohmann::json hopper = {{"backend", "hopper"}};
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {{"backend", "hopper"}, {"is_causal", false}, {"softcap", 20.0}, {"window_size_left", 9}},
+                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm128.bn128.window.softcap.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.sm_90a");
+  // 'auto' on sm_90a: the hopper kernel where it serves the call, the portable one elsewhere.
+  CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
+  CHECK(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_80")[0].describe() ==
+        "gqa_fwd.portable.bf16.d128.bm128.bn32.causal.sm_80");
+  // k broadcast over its KV heads (head stride 0), which TMA cannot address: 'auto' takes the portable
+  // kernel; explicit 'hopper' refuses such a call when it runs (the plan's signature has no strides).
+  TensorArgs odd = dense_args(128);
+  TensorRef k = TensorRef::contiguous(fake_addr(1), DType::kBF16, {2, 70, 2, 128}, kGpu);
+  k.strides = {70 * 128, 128, 0, 1};
+  odd.set("k", k);
+  CHECK(selected(rt, "gqa_fwd", {}, odd) == "gqa_fwd.portable.bf16.d128.bm128.bn32.causal.sm_90a");
+  CHECK(attnjit::ops::hopper_kv_gap(*odd.find("k"), *odd.find("v"), false) ==
+        "k: expected dim 2 stride to be a positive multiple of 16 bytes for TMA, got 0 elements");
+  // Explicit 'hopper' never falls back: unsupported static properties are refused, naming why.
+  CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(96), "sm_90a"),
+                       doctest::Contains("gqa_fwd: unsupported: backend 'hopper': it serves head dims 64, 128 and 256, got 96"),
+                       attnjit::Unsupported);
+  CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_80"),
+                       doctest::Contains("it needs sm_90a"), attnjit::Unsupported);
+  auto rope = dense_args(128);
+  rope.set("rope_cos", TensorRef::contiguous(fake_addr(4), DType::kBF16, {70, 64}, kGpu));
+  rope.set("rope_sin", TensorRef::contiguous(fake_addr(5), DType::kBF16, {70, 64}, kGpu));
+  CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", {{"backend", "hopper"}, {"pos_encoding_mode", "rope"}})->kernels_for(rope, "sm_90a"),
+                       doctest::Contains("RoPE"), attnjit::Unsupported);
 }
 
 TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE override") {
@@ -216,4 +254,38 @@ TEST_CASE("attention planner: gqa_prefill_paged_append kernels and construction 
         std::pair{nlohmann::json{{"page_size", 16}, {"max_seqlen_q", 8}, {"rotary_dim", 64}}, "param: rotary_dim"}}) {
     CHECK_THROWS_WITH_AS(rt.op("gqa_prefill_paged_append", config), doctest::Contains(needle), attnjit::InvalidArgument);
   }
+}
+
+TEST_CASE("attention planner: the hopper backend of bsa_fwd, and what 'auto' picks") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  // BHSD, B 1, H 4, S 300 (3 query / key blocks of 128), D 128, fixed count 2.
+  auto bsa_args = [](int64_t D, int64_t Dv) {
+    return TensorArgs{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {1, 4, 300, D}, kGpu)},
+                      {"k", TensorRef::contiguous(fake_addr(1), DType::kBF16, {1, 4, 300, D}, kGpu)},
+                      {"v", TensorRef::contiguous(fake_addr(2), DType::kBF16, {1, 4, 300, Dv}, kGpu)},
+                      {"q2k_block_index", TensorRef::contiguous(fake_addr(3), DType::kI32, {1, 4, 3, 2}, kGpu)},
+                      {"o", TensorRef::contiguous(fake_addr(4), DType::kBF16, {1, 4, 300, Dv}, kGpu)}};
+  };
+  const nlohmann::json bs128 = {{"sparse_block_size", 128}};
+  CHECK(selected_all(rt, "bsa_fwd", bs128, bsa_args(128, 128)) == std::vector<std::string>{"bsa_fwd.hopper.bf16.d128.bs128.sm_90a"});
+  // kv_splits "auto" keeps the hopper kernel (one CTA per query block); an explicit split count or
+  // another block size or head dim takes the portable kernels.
+  CHECK(selected(rt, "bsa_fwd", {{"sparse_block_size", 128}, {"kv_splits", "auto"}}, bsa_args(128, 128)) ==
+        "bsa_fwd.hopper.bf16.d128.bs128.sm_90a");
+  CHECK(selected_all(rt, "bsa_fwd", {{"sparse_block_size", 128}, {"kv_splits", 4}}, bsa_args(128, 128))[0].find(".portable.") !=
+        std::string::npos);
+  CHECK(selected_all(rt, "bsa_fwd", {{"sparse_block_size", 128}}, bsa_args(128, 64))[0].find(".portable.") != std::string::npos);
+  CHECK(selected_all(rt, "bsa_fwd", {{"sparse_block_size", 128}, {"backend", "portable"}}, bsa_args(128, 128))[0].find(
+            ".portable.") != std::string::npos);
+  // Explicit 'hopper' refuses what it does not serve, naming why.
+  CHECK_THROWS_WITH_AS(rt.impl().op("bsa_fwd", {{"sparse_block_size", 128}, {"backend", "hopper"}, {"kv_splits", 4}})
+                           ->kernels_for(bsa_args(128, 128), "sm_90a"),
+                       doctest::Contains("bsa_fwd: unsupported: backend 'hopper': kv_splits > 1"), attnjit::Unsupported);
+  CHECK_THROWS_WITH_AS(rt.impl().op("bsa_fwd", {{"sparse_block_size", 128}, {"backend", "hopper"}})
+                           ->kernels_for(bsa_args(128, 64), "sm_90a"),
+                       doctest::Contains("D = D_v in {64, 128}"), attnjit::Unsupported);
+  CHECK_THROWS_WITH_AS(rt.impl().op("bsa_fwd", {{"sparse_block_size", 128}, {"backend", "hopper"}})
+                           ->kernels_for(bsa_args(128, 128), "sm_80"),
+                       doctest::Contains("sm_90a"), attnjit::Unsupported);
 }

@@ -217,6 +217,39 @@ class KernelPlan final : public detail::PlanImpl {
   mutable detail::PlanWorkspace ws_;
 };
 
+// The hopper backend's plan: one kernel, no split, K/V tensor maps encoded per call.
+class HopperPlan final : public detail::PlanImpl {
+ public:
+  HopperPlan(detail::RuntimeImpl& rt, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
+      : cfg_(cfg), choice_(choose_bsa_hopper(call.in, arch)),
+        kernel_(load_bsa_fwd_hopper_kernel(rt, choice_, call.in.device.index)), device_(call.in.device.index) {}
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    const BsaCall& in = call.in;
+    if (in.dtype != choice_.dtype || in.D != choice_.D || in.D_v != choice_.D || (in.nums != nullptr) != choice_.has_nums ||
+        in.block_sizes_rank != choice_.bsz_rank || in.bs != 128 || in.device.index != device_)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got {} D {} D_v {} "
+                                        "block size {} counts {} block_sizes rank {} cuda:{}; build a plan for the new "
+                                        "signature", kOp, kernel_->compiled->spec.describe(), dtype_name(in.dtype), in.D,
+                                        in.D_v, in.bs, in.nums ? "variable" : "fixed", in.block_sizes_rank, in.device.index));
+    if (const std::string gap = bsa_hopper_tma_gap(in); !gap.empty())
+      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(in.device.index);
+    if (cfg_.validate_inputs) BsaMetadataHost::load(kOp, in, stream).check_contents(kOp, cfg_.allow_empty);
+    launch_bsa_fwd_hopper(kOp, *kernel_, choice_, bsa_fwd_params(in, *call.o, call.lse), in, stream);
+  }
+
+  std::string describe() const override { return fmt::format("{} kernel plan: {}", kOp, kernel_->compiled->spec.describe()); }
+
+ private:
+  BsaFwdConfig cfg_;
+  BsaHopperChoice choice_;
+  std::shared_ptr<const jit::LoadedKernel> kernel_;
+  int device_;
+};
+
 class BsaFwdOp final : public detail::OpInstance {
  public:
   BsaFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
@@ -224,6 +257,7 @@ class BsaFwdOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
+    if (use_hopper(call.in, arch)) return {bsa_fwd_hopper_spec(choose_bsa_hopper(call.in, arch))};
     check_bsa_backend(kOp, backend_, arch);
     return specs_for(cfg_, call.in, arch);
   }
@@ -233,8 +267,10 @@ class BsaFwdOp final : public detail::OpInstance {
     const FwdCall call = validate(cfg_, tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     const BsaCall& in = call.in;
-    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v, in.nums != nullptr,
-                       in.block_sizes_rank, in.device.index);
+    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(in, rt_.arch_for_device(in.device.index));
+    return fmt::format("{}.{}.{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v, in.nums != nullptr,
+                       in.block_sizes_rank, in.device.index, in.bs, hopper);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
@@ -247,6 +283,7 @@ class BsaFwdOp final : public detail::OpInstance {
       });
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.in.device.index);
+    if (use_hopper(call.in, arch)) return std::make_shared<HopperPlan>(rt_, cfg_, call, arch);
     check_bsa_backend(kOp, backend_, arch);
     return std::make_shared<KernelPlan>(rt_, cfg_, call, arch);
   }
@@ -254,6 +291,18 @@ class BsaFwdOp final : public detail::OpInstance {
  private:
   BsaFwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
       : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  // backend 'hopper' takes the hopper kernel or fails naming why; 'auto' takes it wherever it serves the
+  // call (kv_splits 1 or "auto", which then means one CTA per query block) and the portable kernel
+  // elsewhere.
+  bool use_hopper(const BsaCall& in, const std::string& arch) const {
+    if (backend_ == detail::Backend::kPortable) return false;
+    const std::string gap = bsa_hopper_gap(in, cfg_.kv_splits != 1 && cfg_.kv_splits != kAutoSplits, arch);
+    if (backend_ == detail::Backend::kHopper) {
+      if (!gap.empty()) throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+      return true;
+    }
+    return gap.empty() && bsa_hopper_tma_gap(in).empty();
+  }
   BsaFwdConfig cfg_;
 };
 
@@ -279,6 +328,18 @@ OpDefinition bsa_fwd_definition() {
       specs.push_back(bsa_fwd_kernel_spec(choose_bsa_fwd_kernel(DType::kBF16, 128, 128, bs, false, 0, true, arch)));
     }
     specs.push_back(bsa_combine_kernel_spec(DType::kBF16, 128, arch));
+    // The hopper kernels where the target has them: fp16/bf16, D 64 and 128, fixed and variable counts.
+    if (arch == "sm_90a")
+      for (DType dt : {DType::kF16, DType::kBF16})
+        for (int D : {64, 128})
+          for (bool nums : {false, true}) {
+            BsaHopperChoice k;
+            k.dtype = dt;
+            k.D = D;
+            k.has_nums = nums;
+            k.arch = arch;
+            specs.push_back(bsa_fwd_hopper_spec(k));
+          }
     return specs;
   });
 }

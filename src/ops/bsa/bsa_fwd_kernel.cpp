@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <tuple>
 
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
 #include "ops/common/op_helpers.hpp"
+#include "ops/dense/attention_kernel.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace attnjit::ops::bsa {
@@ -80,6 +82,82 @@ void check_bsa_backend(const char* op, detail::Backend backend, const std::strin
                                   "'portable'", op));
   if (arch_number(arch) < 80)
     throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
+}
+
+std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch) {
+  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (in.bs != 128) return fmt::format("it serves sparse_block_size 128, got {}", in.bs);
+  if (in.D != in.D_v || (in.D != 64 && in.D != 128))
+    return fmt::format("it serves D = D_v in {{64, 128}}, got D {} and D_v {}", in.D, in.D_v);
+  if (split_requested) return "kv_splits > 1 is not built into it (one CTA takes a whole query block)";
+  return "";
+}
+
+std::string bsa_hopper_tma_gap(const BsaCall& in) {
+  for (auto [name, t, st] : {std::tuple{"k", in.k, in.k_st}, std::tuple{"v", in.v, in.v_st}}) {
+    const std::string gap = tma_gap(name, t->data, {{in.H_kv, st.h}, {in.S_kv, st.s}, {in.B, st.b}});
+    if (!gap.empty()) return gap;
+  }
+  return "";
+}
+
+BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch) {
+  BsaHopperChoice k;
+  k.dtype = in.dtype;
+  k.D = static_cast<int>(in.D);
+  k.has_nums = in.nums != nullptr;
+  k.bsz_rank = in.block_sizes_rank;
+  k.arch = arch;
+  return k;
+}
+
+jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
+  jit::KernelSpec s;
+  s.op = "bsa_fwd";
+  s.template_file = "hopper/bsa_fwd_hopper.cuh";
+  s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}>", device_type(k.dtype), k.D, k.has_nums,
+                        k.bsz_rank);
+  s.fields = {{"backend", "hopper"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"sparse_block_size", "128"},
+              {"counts", k.has_nums ? "variable" : "fixed"},
+              {"block_sizes_rank", std::to_string(k.bsz_rank)}};
+  s.arch = k.arch;
+  s.name = fmt::format("bsa_fwd.hopper.{}.d{}.bs128{}{}", dtype_name(k.dtype), k.D, k.has_nums ? ".nums" : "",
+                       k.bsz_rank ? fmt::format(".bsz{}", k.bsz_rank) : "");
+  return s;
+}
+
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(detail::RuntimeImpl& rt, const BsaHopperChoice& k,
+                                                                    int device) {
+  auto kernel = rt.kernels().loaded(bsa_fwd_hopper_spec(k), device);
+  require_dynamic_smem("bsa_fwd", *kernel, kernel->compiled->spec, k.smem_bytes());
+  return kernel;
+}
+
+void launch_bsa_fwd_hopper(const char* op, const jit::LoadedKernel& kernel, const BsaHopperChoice& k,
+                           const kernels::BsaFwdParams& p, const BsaCall& in, void* stream) {
+  if (in.B > 65535 || in.H_q > 65535)
+    throw Unsupported(fmt::format("{}: B = {} and H_q = {} must be at most 65535 for this kernel's grid", op, in.B, in.H_q));
+  if (in.S_q > std::numeric_limits<int>::max() / 2 || in.S_kv > std::numeric_limits<int>::max() / 2)
+    throw Unsupported(fmt::format("{}: sequence lengths beyond 2^30 are not served (S_q {}, S_kv {})", op, in.S_q, in.S_kv));
+  if (in.B == 0 || in.H_q == 0 || in.N_q == 0) return;
+  kernels::BsaFwdHopperParams hp{};
+  hp.p = p;
+  encode_tma_rows(op, "k", hp.k_map, k.dtype, in.k->data, k.D, in.H_kv, in.S_kv, in.B, in.k_st.h, in.k_st.s, in.k_st.b, 128);
+  encode_tma_rows(op, "v", hp.v_map, k.dtype, in.v->data, k.D, in.H_kv, in.S_kv, in.B, in.v_st.h, in.v_st.s, in.v_st.b, 128);
+  CUlaunchConfig lc{};
+  lc.gridDimX = static_cast<unsigned>(in.N_q);
+  lc.gridDimY = static_cast<unsigned>(in.H_q);
+  lc.gridDimZ = static_cast<unsigned>(in.B);
+  lc.blockDimX = 384;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
+  lc.hStream = static_cast<CUstream>(stream);
+  void* args[] = {&hp};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
 }
 
 std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,

@@ -7,6 +7,7 @@
 
 #include "attnjit/tensor.hpp"
 #include "bsa/bsa_fwd_params.cuh"
+#include "hopper/bsa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -38,6 +39,28 @@ jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arc
 
 // The portable backend serves sm_80+; 'hopper' is not built (Unsupported, naming the op).
 void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch);
+
+// ---- hopper backend (templates/hopper/bsa_fwd_hopper.cuh): sm_90a, block size 128, D = D_v in {64, 128} ----
+struct BsaHopperChoice {
+  DType dtype = DType::kBF16;
+  int D = 0;
+  bool has_nums = false;
+  int bsz_rank = 0;
+  std::string arch;
+  // = HopperRing<D, 128>::kSmemBytes.
+  int smem_bytes() const { return 128 * D * 2 + 4 * 128 * D * 2 + 64 + 16 + 1024; }
+};
+// Why the hopper kernel cannot serve a call with these static properties ("" when it can).
+std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch);
+// Why q, k or v cannot be read by it ("" when they can): 16-byte aligned bases and positive strides.
+std::string bsa_hopper_tma_gap(const BsaCall& in);
+BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch);
+jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k);
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(detail::RuntimeImpl& rt, const BsaHopperChoice& k,
+                                                                    int device);
+// Encodes the K and V maps and launches one CTA per (query block, query head, batch).
+void launch_bsa_fwd_hopper(const char* op, const jit::LoadedKernel& kernel, const BsaHopperChoice& k,
+                           const kernels::BsaFwdParams& p, const BsaCall& in, void* stream);
 
 std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,
                                                              int device);

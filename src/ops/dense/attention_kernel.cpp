@@ -217,6 +217,147 @@ void check_attention_backend(const char* op, detail::Backend backend, const std:
     throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
 }
 
+std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D,
+                                 const std::string& arch) {
+  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (in_dtype != DType::kF16 && in_dtype != DType::kBF16)
+    return fmt::format("it takes fp16 or bf16 q/k/v, got {}", dtype_name(in_dtype));
+  if (compute_dtype != in_dtype) return "it writes the output in the input dtype";
+  if (D != 64 && D != 128 && D != 256) return fmt::format("it serves head dims 64, 128 and 256, got {}", D);
+  if (cfg.rope != RopeLayout::kNone) return "fused RoPE is not built into it";
+  return "";
+}
+
+HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
+                                              const std::string& arch) {
+  HopperAttentionChoice k;
+  k.dtype = dtype;
+  k.D = static_cast<int>(D);
+  // NOTE: 128-key tiles keep each wgmma at N = 128; D = 256 takes 64-key tiles so that O (128 fp32
+  // registers per thread) and S fit the 240 registers a consumer thread gets.
+  k.BN = D == 256 ? 64 : 128;
+  k.causal = cfg.is_causal;
+  k.window = cfg.has_window();
+  k.softcap = cfg.softcap > 0;
+  k.varlen = cfg.varlen;
+  k.sinks = sinks;
+  k.arch = arch;
+  return k;
+}
+
+jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k) {
+  jit::KernelSpec s;
+  s.op = op;
+  s.template_file = "hopper/gqa_fwd_hopper.cuh";
+  s.entry = fmt::format("attnjit::kernels::gqa_fwd_hopper<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
+                        k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, k.varlen ? 1 : 0, k.sinks);
+  s.fields = {{"backend", "hopper"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"block_m", "128"},
+              {"block_n", std::to_string(k.BN)},
+              {"causal", k.causal ? "1" : "0"},
+              {"window", k.window ? "1" : "0"},
+              {"softcap", k.softcap ? "1" : "0"},
+              {"varlen", k.varlen ? "1" : "0"},
+              {"sinks", k.sinks ? "1" : "0"}};
+  s.arch = k.arch;
+  std::string name = fmt::format("{}.hopper.{}.d{}.bm128.bn{}", op, dtype_name(k.dtype), k.D, k.BN);
+  if (k.causal) name += ".causal";
+  if (k.window) name += ".window";
+  if (k.softcap) name += ".softcap";
+  if (k.sinks) name += ".sinks";
+  s.name = name;
+  return s;
+}
+
+std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+                                                                      const HopperAttentionChoice& k, int device) {
+  auto kernel = rt.kernels().loaded(hopper_attention_kernel_spec(op, k), device);
+  require_dynamic_smem(op, *kernel, kernel->compiled->spec, k.smem_bytes());
+  return kernel;
+}
+
+std::string tma_gap(const char* name, const void* data, std::initializer_list<std::pair<int64_t, int64_t>> dims) {
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0)
+    return fmt::format("{}: expected a 16-byte aligned base address for TMA", name);
+  int a = 0;
+  for (auto [extent, st] : dims) {
+    // An axis of extent 0 or 1 is never stepped along: any stride does.
+    if (extent > 1 && (st <= 0 || (st * 2) % 16 != 0))
+      return fmt::format("{}: expected dim {} stride to be a positive multiple of 16 bytes for TMA, got {} elements", name,
+                         a, st);
+    ++a;
+  }
+  return "";
+}
+
+std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed) {
+  for (const TensorRef* t : {&k, &v}) {
+    const char* name = t == &k ? "k" : "v";
+    const std::string gap =
+        packed ? tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}})
+               : tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}, {t->shape[2], t->strides[2]}});
+    if (!gap.empty()) return gap;
+  }
+  return "";
+}
+
+void encode_tma_rows(const char* op, const char* name, unsigned long long (&map)[16], DType dtype, const void* data,
+                     int64_t D, int64_t heads, int64_t rows, int64_t batch, int64_t s_head, int64_t s_row,
+                     int64_t s_batch, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == sizeof(map), "CUtensorMap is 128 bytes");
+  const auto& drv = jit::CudaDriver::get();
+  const CUtensorMapDataType dt = dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(std::max<int64_t>(1, heads)),
+                        static_cast<cuuint64_t>(std::max<int64_t>(1, rows)), static_cast<cuuint64_t>(std::max<int64_t>(1, batch))};
+  // Axes of extent <= 1 (the only ones tma_gap lets have a zero stride) get any valid stride.
+  auto stride = [&](int64_t s) { return static_cast<cuuint64_t>(s > 0 ? s * 2 : D * 2); };
+  cuuint64_t strides[3] = {stride(s_head), stride(s_row), stride(s_batch)};
+  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(box_rows), 1};
+  cuuint32_t elem[4] = {1, 1, 1, 1};
+  drv.check(drv.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), dt, 4, const_cast<void*>(data), dims, strides,
+                                       box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            fmt::format("{}: cuTensorMapEncodeTiled ({})", op, name).c_str());
+}
+
+void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
+                           const TensorRef& key, const TensorRef& value, bool packed) {
+  for (const TensorRef* t : {&key, &value}) {
+    // Dense [B, S, H_kv, D]; packed [T, H_kv, D] as [1, T, H_kv, D].
+    const char* name = t == &key ? "k" : "v";
+    auto& map = t == &key ? hp.k_map : hp.v_map;
+    if (packed)
+      encode_tma_rows(op, name, map, k.dtype, t->data, k.D, t->shape[1], t->shape[0], 1, t->strides[1], t->strides[0],
+                      t->strides[0] * std::max<int64_t>(1, t->shape[0]), k.BN);
+    else
+      encode_tma_rows(op, name, map, k.dtype, t->data, k.D, t->shape[2], t->shape[1], t->shape[0], t->strides[2],
+                      t->strides[1], t->strides[0], k.BN);
+  }
+}
+
+void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, const HopperAttentionChoice& k,
+                             const kernels::GqaFwdHopperParams& hp, int64_t batch, int64_t q_rows, int64_t H,
+                             int64_t H_kv, void* stream) {
+  const int64_t g = H / H_kv;
+  if (batch == 0 || (!k.varlen && q_rows == 0)) return;
+  if (!k.varlen && batch > 65535)
+    throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
+  CUlaunchConfig lc{};
+  lc.gridDimX = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
+  lc.gridDimY = static_cast<unsigned>(H_kv);
+  lc.gridDimZ = k.varlen ? 1u : static_cast<unsigned>(batch);
+  lc.blockDimX = 384;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
+  lc.hStream = static_cast<CUstream>(stream);
+  kernels::GqaFwdHopperParams params = hp;
+  void* args[] = {&params};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+}
+
 std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
                                                                const AttentionKernelChoice& k, int device) {
   auto kernel = rt.kernels().loaded(attention_kernel_spec(op, k), device);

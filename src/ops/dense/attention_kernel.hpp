@@ -2,12 +2,15 @@
 // gqa_varlen_fwd, gqa_paged_fwd and mha_decode_paged see it: the static choice that selects an
 // instantiation, its KernelSpec, loading it with its shared memory, and launching it.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "attnjit/tensor.hpp"
 #include "dense/gqa_fwd_params.cuh"
 #include "dense/gqa_combine_params.cuh"
+#include "hopper/gqa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/dense/gqa_call.hpp"
@@ -64,8 +67,47 @@ int ctas_per_sm(const AttentionKernelChoice& k);
 // Launches gqa_split_combine over `rows` rows.
 void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream);
 
-// The portable backend serves sm_80+; 'hopper' is not built yet (Unsupported, naming the op).
+// The portable backend serves sm_80+; 'hopper' is served by gqa_fwd / gqa_varlen_fwd only (their
+// planners check hopper_attention_gap); every other caller gets Unsupported for it, naming the op.
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch);
+
+// ---- hopper backend (templates/hopper/gqa_fwd_hopper.cuh): gqa_fwd and gqa_varlen_fwd on sm_90a ----
+struct HopperAttentionChoice {
+  DType dtype = DType::kBF16;
+  int D = 0, BN = 0;
+  bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
+  std::string arch;
+  // Must equal HopperRing<D, BN>::kSmemBytes: Q (128 rows), two stages of K and V, barriers, records,
+  // alignment.
+  int smem_bytes() const { return 128 * D * 2 + 4 * BN * D * 2 + 64 + 16 + 1024; }
+};
+// Why the hopper kernel cannot serve a call with these static properties ("" when it can): sm_90a only,
+// 16-bit q/k/v with the output in the same dtype, D 64/128/256, no RoPE.
+std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D,
+                                 const std::string& arch);
+HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
+                                              const std::string& arch);
+jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k);
+std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+                                                                      const HopperAttentionChoice& k, int device);
+// Why k and v cannot be TMA sources ("" when they can): 16-byte aligned base, head and token strides
+// (and the batch stride when not packed) positive multiples of 16 bytes (no broadcast axes).
+std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
+// Why a 16-bit tensor cannot be a TMA source ("" when it can): a 16-byte aligned base, and the stride of
+// each given (extent, stride) axis a positive multiple of 16 bytes unless the extent is at most 1.
+std::string tma_gap(const char* name, const void* data, std::initializer_list<std::pair<int64_t, int64_t>> dims);
+// Encodes a 4-d TMA map (D, head, row, batch; strides in elements) of a 16-bit tensor into `map`, with
+// boxes of 64 columns by box_rows rows and the 128-byte swizzle the hopper kernels read.
+void encode_tma_rows(const char* op, const char* name, unsigned long long (&map)[16], DType dtype, const void* data,
+                     int64_t D, int64_t heads, int64_t rows, int64_t batch, int64_t s_head, int64_t s_row,
+                     int64_t s_batch, int box_rows);
+// Encodes the K and V tensor maps of `hp` (4-d: D, KV head, key row, batch) with BN-row boxes.
+void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
+                           const TensorRef& key, const TensorRef& value, bool packed);
+// Launches on `stream`: grid as launch_attention (x = 128-row query tiles, y = KV heads, z = batch).
+void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, const HopperAttentionChoice& k,
+                             const kernels::GqaFwdHopperParams& hp, int64_t batch, int64_t q_rows, int64_t H,
+                             int64_t H_kv, void* stream);
 
 // Loads (compiling if needed) the kernel on `device` and opts it into its dynamic shared memory.
 std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,

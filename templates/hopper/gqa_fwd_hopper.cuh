@@ -1,0 +1,174 @@
+// gqa_fwd / gqa_varlen_fwd, hopper backend (sm_90a): a warp-specialised FlashAttention forward on
+// warpgroup MMAs (wgmma) with TMA loads.
+//
+// One CTA computes 128 packed query rows of one KV head (packed row m = (query i = m / g, head-in-group
+// m % g), as in the portable kernel, so the g heads of a group share every K/V tile). Warps 0-7 are two
+// consumer warpgroups that own 64 rows each (240 registers per thread after setmaxnreg); warps 8-11
+// are the producer warpgroup (24 registers), of which one thread issues the TMA loads of
+// K and V tiles (BN keys, 64-column boxes, 128-byte swizzle) into a two-stage ring guarded by "full"
+// (transaction-count) and "empty" (one arrival per consumer warp) mbarriers. Q is loaded once by its
+// warpgroup with cp.async into the same swizzled layout.
+//
+// The mainloop is hopper/attention_core.cuh. Per key tile a consumer warpgroup runs S = Q K^T as
+// D/16 wgmma (both operands in shared memory, K-major), releases K, applies masks, softcap and the online softmax in registers (the wgmma
+// accumulator has the m16n8 fragment layout per warp, so each thread holds two rows), and runs
+// O += P V as BN/16 wgmma with P from registers and V N-major in shared memory. The two warpgroups
+// interleave naturally: while one does its softmax, the other's MMAs run.
+#pragma once
+#include "dense/gqa_fwd.cuh"
+#include "hopper/attention_core.cuh"
+#include "hopper/gqa_fwd_hopper_params.cuh"
+
+namespace attnjit::kernels {
+
+template <typename T, int D, int BN, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS>
+__global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
+  static_assert(sizeof(T) == 2, "gqa_fwd_hopper: 16-bit operands");
+  static_assert(BN == 64 || BN == 128, "gqa_fwd_hopper: BN is 64 or 128");
+  static_assert(KV_MODE == kKvDense || (KV_MODE == kKvPacked && VARLEN), "gqa_fwd_hopper: dense or packed keys");
+  static_assert(!SINKS || VARLEN, "gqa_fwd_hopper: sinks come with packed queries");
+  using Mma = MmaOp<T>;
+  constexpr int BM = 128, kDT = D / 8;
+  const GqaFwdParams& p = hp.p;
+  extern __shared__ unsigned char smem_raw[];
+  const HopperRing<D, BN> ring(smem_raw);
+
+  const int r = blockIdx.y;  // KV head
+  const int g = p.group;
+  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len;
+  if constexpr (VARLEN) {
+    if (!find_varlen_tile<BM>(p, b, tile)) return;
+    q_off = p.cu_q[b];
+    q_len = p.cu_q[b + 1] - q_off;
+  } else {
+    b = blockIdx.z;
+    tile = blockIdx.x;
+    q_len = p.s_q;
+  }
+  if constexpr (KV_MODE == kKvDense) {
+    kv_len = p.s_kv;
+  } else {
+    kv_off = p.cu_kv[b];
+    kv_len = p.cu_kv[b + 1] - kv_off;
+  }
+  const int m_base = tile * BM;
+  if (m_base >= q_len * g) return;
+
+  // The band of keys any row of this tile can see, and the tiles that cover it (as the portable kernel).
+  const int shift = kv_len - q_len;
+  const int i_min = m_base / g;
+  const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
+  const int p_min = i_min + shift, p_max = i_max + shift;
+  int lo = 0, hi = kv_len;
+  if constexpr (CAUSAL) hi = min(hi, p_max + 1);
+  if constexpr (WINDOW) {
+    if (p.window_left >= 0) lo = max(lo, p_min - p.window_left);
+    if (p.window_right >= 0) hi = min(hi, p_max + p.window_right + 1);
+  }
+  const int n_first = lo / BN * BN;
+  const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) ring.init();
+  __syncthreads();
+
+  if (warp >= 8) {
+    // Producer warpgroup: one thread issues K(t) and V(t) for every tile.
+    setmaxnreg_dec<24>();
+    if (warp == 8 && lane == 0) {
+      const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
+      const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
+      tma_prefetch_map(kmap);
+      tma_prefetch_map(vmap);
+      const int row0 = KV_MODE == kKvPacked ? kv_off : 0;
+      const int bz = KV_MODE == kKvPacked ? 0 : b;
+      for (int t = 0; t < num_tiles; ++t) {
+        const int n0 = n_first + t * BN;
+        ring.produce(t, kmap, vmap, r, row0 + n0, bz, n0, BN);
+      }
+    }
+    return;
+  }
+
+  // Consumer warpgroups.
+  setmaxnreg_inc<240>();
+  const int wg = warp / 4, wq = warp % 4;
+  const T* qb = static_cast<const T*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
+  T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
+  ring.template load_q<T>(wg, [&](int lr) -> const T* {
+    const int gm = m_base + wg * 64 + lr, i = gm / g;
+    return i < q_len ? qb + static_cast<long long>(i) * p.q_ss + (gm - i * g) * p.q_sh : nullptr;
+  });
+
+  const float score_scale = SOFTCAP ? 1.f : p.scale_log2;
+  int row_pos[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) row_pos[hf] = (m_base + wg * 64 + wq * 16 + lane / 4 + hf * 8) / g + shift;
+
+  HopperSoftmaxState<D> st;
+  st.init();
+  for (int t = 0; t < num_tiles; ++t) {
+    const int n0 = n_first + t * BN;
+    bool need_mask = n0 + BN > kv_len;
+    if constexpr (CAUSAL) need_mask = need_mask || n0 + BN - 1 > p_min;
+    if constexpr (WINDOW) {
+      need_mask = need_mask || (p.window_left >= 0 && n0 < p_max - p.window_left) ||
+                  (p.window_right >= 0 && n0 + BN - 1 > p_min + p.window_right);
+    }
+    auto visible = [&](int hf, int jl) {
+      const int j = n0 + jl, pos = row_pos[hf];
+      bool vis = j < kv_len;
+      if constexpr (CAUSAL) vis = vis && j <= pos;
+      if constexpr (WINDOW) {
+        vis = vis && (p.window_left < 0 || j >= pos - p.window_left) && (p.window_right < 0 || j <= pos + p.window_right);
+      }
+      return vis;
+    };
+    hopper_attend_tile<T, D, BN, SOFTCAP>(ring, wg, t, need_mask, visible, score_scale, p.softcap_log2,
+                                          p.softcap_inv_scale, st);
+  }
+
+  // Normalise, fold in the sink, write O and the natural-log LSE.
+  constexpr float kLn2 = 0.69314718055994530942f;
+  constexpr float kLog2e = 1.44269504088896340736f;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = st.l[hf];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    float m = st.m[hf] * score_scale;
+    const int gm = m_base + wg * 64 + wq * 16 + lane / 4 + hf * 8;
+    const int i = gm / g, hg = gm - i * g;
+    const int h = r * g + hg;
+    float empty_lse = -kInf();
+    float out_scale = 1.f;
+    if constexpr (SINKS) {
+      const float sink = i < q_len ? p.sinks[h * p.sinks_s] : -kInf();
+      if (sink == kInf()) {
+        l = 0.f;
+        empty_lse = kInf();
+      } else if (sink != -kInf()) {
+        const float s2 = sink * kLog2e;
+        const float M = fmaxf(m, s2);
+        const float f = fast_exp2(m - M);
+        l = l * f + fast_exp2(s2 - M);
+        out_scale *= f;
+        m = M;
+      }
+    }
+    const float inv = l > 0.f ? out_scale / l : 0.f;
+    if (i < q_len) {
+      T* orow = ob + static_cast<long long>(i) * p.o_ss + hg * p.o_sh + 2 * (lane % 4);
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt)
+        *reinterpret_cast<unsigned*>(orow + dt * 8) = Mma::pack(st.o[dt * 4 + 2 * hf] * inv, st.o[dt * 4 + 2 * hf + 1] * inv);
+      if (p.lse && lane % 4 == 0) {
+        const float lse = l > 0.f ? (m + log2f(l)) * kLn2 : empty_lse;
+        if constexpr (VARLEN) p.lse[static_cast<long long>(q_off + i) * p.lse_ss + h * p.lse_sh] = lse;
+        else p.lse[b * p.lse_sb + h * p.lse_sh + static_cast<long long>(i) * p.lse_ss] = lse;
+      }
+    }
+  }
+}
+
+}  // namespace attnjit::kernels

@@ -1,0 +1,101 @@
+// sm_90a building blocks of the hopper backend: mbarriers, TMA tile loads, wgmma shared-memory matrix
+// descriptors for the 128-byte-swizzled layouts, and the warpgroup fences. Everything here is PTX that
+// only sm_90a accepts; the portable kernels never include it.
+#pragma once
+#include "common/mma.cuh"
+#include "hopper/wgmma_ops.cuh"
+
+namespace attnjit::kernels {
+
+// --- mbarriers (shared::cta) ---
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes barrier initialisation visible to the async proxy (TMA completes transactions there).
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of TMA transactions for the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the phase of parity `parity` has completed (a fresh barrier counts parity 1 as completed).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// --- TMA ---
+// A CUtensorMap as the kernel sees it (128 bytes, 64-byte aligned, filled by cuTensorMapEncodeTiled).
+struct alignas(64) TmaMap {
+  unsigned long long words[16];
+};
+// Loads the box at coordinates (c0 innermost .. c3) of the 4-d tensor map into shared memory at `dst`,
+// completing its bytes on barrier `bar`.
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaMap* map, int c0, int c1, int c2, int c3,
+                                            unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
+// Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before later async-proxy
+// reads (wgmma operands, TMA).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Warpgroup-wide register budget changes (every thread of the warpgroup executes them).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// Named barrier `id` (1..15) over `threads` threads.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// --- wgmma ---
+// Shared-memory matrix descriptor of a 128-byte-swizzled operand (the layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B into a 1024-byte-aligned buffer: 128-byte rows, 16-byte chunk c of row r
+// stored at chunk c ^ (r % 8)). K-major operands: sbo = 1024 (8-row groups), lbo unused. N-major
+// operands: lbo = bytes between 64-element column blocks, sbo = 1024 (8-row groups along K).
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo_bytes, unsigned sbo_bytes) {
+  const unsigned long long addr = smem_addr(smem);
+  return ((addr & 0x3FFFFull) >> 4) | (static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFF) << 16) |
+         (static_cast<unsigned long long>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Byte offset of 16-byte chunk `c` (0..7) of row `row` in a 128-byte-swizzled block of 128-byte rows.
+__device__ __forceinline__ unsigned swizzle128(int row, int c) { return row * 128 + ((c ^ (row & 7)) << 4); }
+
+}  // namespace attnjit::kernels
