@@ -301,3 +301,16 @@ def case_args(doc, count=None, out_dir=True, out_file=None):
     if count is not None:
         ap.add_argument("--count", type=int, default=count)
     return ap
+
+
+def derive_cases(gpu_dir, pairs, eligible, transform, extra=lambda name: []):
+    """Writes case files derived from other generated ones: for each (source, destination) file name under
+    gpu_dir, the source cases for which eligible(case) holds, through transform(case), plus extra(dst)."""
+    for src, dst in pairs:
+        with open(os.path.join(gpu_dir, src)) as f:
+            cases = json.load(f)["cases"]
+        out = [transform(c) for c in cases if eligible(c)] + extra(dst)
+        with open(os.path.join(gpu_dir, dst), "w") as f:
+            json.dump({"cases": out}, f, indent=1)
+            f.write("\n")
+        print(f"{dst}: {len(out)} cases")

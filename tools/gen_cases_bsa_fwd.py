@@ -390,7 +390,11 @@ def build_errors():
     err("content/suffix-dup-ignored-but-prefix-bad", F, {**V, "block_sparse_num": 1},
         fwd_tensors(index=[0, 0, 5, 9, 1, 1, 2, 2]), "content", "q2k_block_index")
     # unsupported
-    err("unsupported/backend-hopper", F, {"backend": "hopper"}, fwd_tensors(), "unsupported", "hopper", gpu_only=True)
+    # backend 'hopper' never falls back: what it does not serve is refused, naming why (device rules).
+    err("unsupported/backend-hopper-dv-differs", F, {"backend": "hopper"}, fwd_tensors(Dv=128), "unsupported",
+        "backend 'hopper': it serves D = D_v in {64, 128}", gpu_only=True)
+    err("unsupported/backend-hopper-kv-splits", F, {"backend": "hopper", "kv_splits": 4}, fwd_tensors(), "unsupported",
+        "backend 'hopper': kv_splits > 1", gpu_only=True)
 
     P = "bsa_fp8_fwd"
     err("param/layout-key", P, {"layout": "bhsd"}, fp8_tensors(), "param", "layout")

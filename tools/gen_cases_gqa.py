@@ -552,6 +552,9 @@ def build_errors():
             st[0] = 4 * 2 * 68
         t["q"]["strides"] = st
         err(f"{p}/layout/q-head-stride-136-bytes", op, {}, t, "layout", "q: expected", gpu_only=True)
+        # backend 'hopper' never falls back: what it does not serve is refused, naming why (device rule).
+        err(f"{p}/unsupported/hopper-head-dim-96", op, {"backend": "hopper"}, base(D=96), "unsupported",
+            "backend 'hopper': it serves head dims 64, 128 and 256, got 96", gpu_only=True)
 
     # --- gqa_fwd only ---
     err("dense/shape/b-mismatch", "gqa_fwd", {}, dict(dense_base(), k=tensor([2, 4, 1, 64], "fp16", normal()),

@@ -13,9 +13,12 @@ Usage: python3 tools/gen_cases_gqa_hopper.py [--out-dir tests/cases]
 """
 import argparse
 import copy
-import json
 import os
 import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import derive_cases  # noqa: E402
 
 
 def strides_ok(t):
@@ -108,17 +111,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cases"))
     args = ap.parse_args()
-    gpu = os.path.join(args.out_dir, "gpu")
-    for src, dst, extra in (("gqa_grid.json", "gqa_hopper_grid.json", True), ("gqa_small.json", "gqa_hopper_small.json", False)):
-        with open(os.path.join(gpu, src)) as f:
-            cases = json.load(f)["cases"]
-        out = [hopperise(c) for c in cases if eligible(c)]
-        if extra:
-            out += extra_cases(random.Random(0x40FF))
-        with open(os.path.join(gpu, dst), "w") as f:
-            json.dump({"cases": out}, f, indent=1)
-            f.write("\n")
-        print(f"{dst}: {len(out)} cases")
+    derive_cases(os.path.join(args.out_dir, "gpu"),
+                 [("gqa_grid.json", "gqa_hopper_grid.json"), ("gqa_small.json", "gqa_hopper_small.json")], eligible,
+                 hopperise, lambda dst: extra_cases(random.Random(0x40FF)) if dst == "gqa_hopper_grid.json" else [])
 
 
 if __name__ == "__main__":

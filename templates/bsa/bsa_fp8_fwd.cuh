@@ -311,19 +311,8 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
   const long long bh = static_cast<long long>(b) * p.heads + h;
   const int i0 = m * BM;
 
-  int n = HAS_NUMS ? __ldg(p.nums + b * p.nums_sb + h * p.nums_sh + m * p.nums_sm) : p.fixed_count;
-  n = min(max(n, 0), p.k_max);
   BsaTileStream<BM, BN, BSZ_RANK> ts;
-  ts.idx = p.index + b * p.idx_sb + h * p.idx_sh + m * p.idx_sm;
-  ts.idx_su = p.idx_su;
-  ts.bsz = p.bsz;
-  if constexpr (BSZ_RANK >= 2) ts.bsz += b * p.bsz_sb;
-  if constexpr (BSZ_RANK == 3) ts.bsz += h * p.bsz_sh;
-  ts.bsz_sk = p.bsz_sk;
-  ts.s_kv = p.s_kv;
-  ts.n_kv = p.n_kv;
-  ts.u_end = n;
-  ts.init(0);
+  ts.open(p, b, h, m, 0, bsa_row_count<HAS_NUMS>(p, b, h, m));
 
   const unsigned char* k8 = p.k8 + bh * p.s_kv * D;
   const unsigned char* v8t = p.v8t + bh * D * p.s_kv_pad;

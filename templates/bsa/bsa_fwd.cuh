@@ -101,6 +101,21 @@ struct BsaTileStream {
     else l = min(l, BS);
     return l;
   }
+  // The stream of query block m of (b, h): positions [u_begin, u_end_) of its list, block lengths from
+  // the block_sizes slice of the call's rank. P: the kernel's parameters (index, block_sizes, sizes).
+  template <typename P>
+  __device__ __forceinline__ void open(const P& p, int b, int h, int m, int u_begin, int u_end_) {
+    idx = p.index + b * p.idx_sb + h * p.idx_sh + m * p.idx_sm;
+    idx_su = p.idx_su;
+    bsz = p.bsz;
+    if constexpr (BSZ_RANK >= 2) bsz += b * p.bsz_sb;
+    if constexpr (BSZ_RANK == 3) bsz += h * p.bsz_sh;
+    bsz_sk = p.bsz_sk;
+    s_kv = p.s_kv;
+    n_kv = p.n_kv;
+    u_end = u_end_;
+    init(u_begin);
+  }
   __device__ __forceinline__ void init(int u_begin) {
     kb = load_kb(u_begin);
     kb1 = load_kb(u_begin + 1);
@@ -134,6 +149,13 @@ struct BsaTileStream {
   }
 };
 
+// The active count of query block m of (b, h): q2k_block_nums, or the fixed count, clamped to [0, K_max].
+template <bool HAS_NUMS, typename P>
+__device__ __forceinline__ int bsa_row_count(const P& p, int b, int h, int m) {
+  const int n = HAS_NUMS ? __ldg(p.nums + b * p.nums_sb + h * p.nums_sh + m * p.nums_sm) : p.fixed_count;
+  return min(max(n, 0), p.k_max);
+}
+
 template <typename T, int D, int DV, int BM, int BN, int WARPS, bool HAS_NUMS, int BSZ_RANK, bool SPLIT>
 __global__ void __launch_bounds__(WARPS * 32) bsa_fwd(const __grid_constant__ BsaFwdParams p) {
   using Cfg = BsaFwdConfig<T, D, DV, BM, BN, WARPS, HAS_NUMS, BSZ_RANK>;
@@ -152,24 +174,14 @@ __global__ void __launch_bounds__(WARPS * 32) bsa_fwd(const __grid_constant__ Bs
   const int i0 = m * BM;
 
   // The row's active positions (this split's share).
-  int n = HAS_NUMS ? __ldg(p.nums + b * p.nums_sb + h * p.nums_sh + m * p.nums_sm) : p.fixed_count;
-  n = min(max(n, 0), p.k_max);
+  const int n = bsa_row_count<HAS_NUMS>(p, b, h, m);
   int u_begin = 0, u_end = n;
   if constexpr (SPLIT) {
     u_begin = static_cast<int>(static_cast<long long>(split) * n / p.splits);
     u_end = static_cast<int>(static_cast<long long>(split + 1) * n / p.splits);
   }
   BsaTileStream<BM, BN, BSZ_RANK> ts;
-  ts.idx = p.index + b * p.idx_sb + h * p.idx_sh + m * p.idx_sm;
-  ts.idx_su = p.idx_su;
-  ts.bsz = p.bsz;
-  if constexpr (BSZ_RANK >= 2) ts.bsz += b * p.bsz_sb;
-  if constexpr (BSZ_RANK == 3) ts.bsz += h * p.bsz_sh;
-  ts.bsz_sk = p.bsz_sk;
-  ts.s_kv = p.s_kv;
-  ts.n_kv = p.n_kv;
-  ts.u_end = u_end;
-  ts.init(u_begin);
+  ts.open(p, b, h, m, u_begin, u_end);
 
   const T* qb = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh + static_cast<long long>(i0) * p.q_ss;
   const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + r * p.k_sh;

@@ -82,4 +82,23 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
+// Folds an attention sink (a logit, natural-log domain) into a row's softmax state at the end: m is the
+// row's maximum in the log2 domain (-inf: no key), l its sum relative to m, out_scale the factor O is
+// multiplied by before 1 / l. A +inf sink takes all the weight (O = 0, LSE = +inf via empty_lse);
+// -inf is no sink.
+__device__ __forceinline__ void fold_sink(float sink, float& m, float& l, float& out_scale, float& empty_lse) {
+  constexpr float kLog2e = 1.44269504088896340736f;
+  if (sink == kInf()) {
+    l = 0.f;
+    empty_lse = kInf();
+  } else if (sink != -kInf()) {
+    const float s2 = sink * kLog2e;
+    const float M = fmaxf(m, s2);
+    const float f = fast_exp2(m - M);
+    l = l * f + fast_exp2(s2 - M);
+    out_scale *= f;
+    m = M;
+  }
+}
+
 }  // namespace attnjit::kernels

@@ -792,7 +792,6 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;
-  constexpr float kLog2e = 1.44269504088896340736f;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -806,20 +805,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
       const int h = r * g + hg;
       float empty_lse = -kInf();
       float out_scale = out_scale_v;
-      if constexpr (SINKS) {
-        const float sink = i < q_len ? p.sinks[h * p.sinks_s] : -kInf();
-        if (sink == kInf()) {
-          l = 0.f;
-          empty_lse = kInf();
-        } else if (sink != -kInf()) {
-          const float s2 = sink * kLog2e;
-          const float M = fmaxf(m, s2);
-          const float f = fast_exp2(m - M);
-          l = l * f + fast_exp2(s2 - M);
-          out_scale *= f;
-          m = M;
-        }
-      }
+      if constexpr (SINKS) fold_sink(i < q_len ? p.sinks[h * p.sinks_s] : -kInf(), m, l, out_scale, empty_lse);
       const float inv = l > 0.f ? out_scale / l : 0.f;
       if constexpr (SPLIT) {
         if (i < q_len) {

@@ -1,23 +1,28 @@
 // The attention mainloop of the hopper backend, shared by its kernels (gqa_fwd_hopper.cuh,
-// bsa_fwd_hopper.cuh): a CTA of two consumer warpgroups (64 query rows each) and one producer warpgroup,
+// bsa_fwd_hopper.cuh): a CTA of two (or one) consumer warpgroups (64 query rows each) and one producer
+// warpgroup,
 // K/V tiles of BN keys in a two-stage shared-memory ring filled by TMA (64-column boxes, 128-byte
-// swizzle) and guarded by mbarriers, S = Q K^T and O += P V on wgmma, online softmax in registers.
+// swizzle) and guarded by mbarriers, S = Q K^T and O += P V on wgmma, online softmax in registers. For
+// D <= 128 a warpgroup overlaps tile t + 1's S = Q K^T and softmax with tile t's P V (FlashAttention-3's
+// intra-warpgroup pipelining).
 #pragma once
 #include "hopper/sm90.cuh"
 
 namespace attnjit::kernels {
 
-// Shared memory of a CTA: Q [2 warpgroups][D / 64][64 rows][128 B], then K and V rings
+// Shared memory of a CTA: Q [NWG warpgroups][D / 64][64 rows][128 B], then K and V rings
 // [2 stages][D / 64][BN rows][128 B], then the ring's mbarriers (full_k, full_v, empty_k, empty_v per
 // stage) and a per-stage tile record (key start, valid keys) the producer writes for the consumers.
-template <int D, int BN>
+template <int D, int BN, int NWG = 2>
 struct HopperRing {
   static constexpr int kDB = D / 64;
-  static constexpr int kQBytes = 128 * D * 2;
+  static constexpr int kWarpgroups = NWG;  // consumer warpgroups (64 query rows each)
+  static constexpr int kQBytes = NWG * 64 * D * 2;
   static constexpr int kStageBytes = BN * D * 2;
   static constexpr int kStages = 2;
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kStageBytes + 8 * 8 + kStages * 8 + 1024;
   static_assert(D % 64 == 0 && D <= 256, "HopperRing: D is 64, 128 or 256");
+  static_assert(NWG == 1 || NWG == 2, "HopperRing: one or two consumer warpgroups");
 
   unsigned char* q;
   unsigned char* k;
@@ -42,8 +47,8 @@ struct HopperRing {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_k(s), 1);
       mbar_init(full_v(s), 1);
-      mbar_init(empty_k(s), 8);  // one arrival per consumer warp
-      mbar_init(empty_v(s), 8);
+      mbar_init(empty_k(s), 4 * NWG);  // one arrival per consumer warp
+      mbar_init(empty_v(s), 4 * NWG);
     }
     mbar_init_fence();
   }
@@ -107,37 +112,51 @@ struct HopperSoftmaxState {
   }
 };
 
-// Consumer warpgroup: key tile t (stage t % 2) of the ring. visible(hf, j) says whether key column j
-// (0..BN-1) of the tile is visible to this thread's row hf; it is consulted only when need_mask.
-// score_scale turns raw scores (softcapped ones when SOFTCAP) into log2-domain logits.
-template <typename T, int D, int BN, bool SOFTCAP, typename Visible>
-__device__ __forceinline__ void hopper_attend_tile(const HopperRing<D, BN>& ring, int wg, int t, bool need_mask,
-                                                   Visible visible, float score_scale, float softcap_log2,
-                                                   float softcap_inv_scale, HopperSoftmaxState<D>& st) {
-  using Mma = MmaOp<T>;
-  constexpr int kNT = BN / 8, kDT = D / 8;
-  const int s = t & 1;
-  const unsigned ph = (t >> 1) & 1;
-  const int lane = threadIdx.x % 32;
+// Consumer warpgroup: issues S = Q K^T for tile t (stage t % 2) once its K landed; both operands are
+// K-major in shared memory (k16 step ks is 32 bytes into a 64-column block). Does not wait.
+template <typename T, int D, int BN, int NWG>
+__device__ __forceinline__ void hopper_issue_qk(const HopperRing<D, BN, NWG>& ring, int wg, int t, float (&sc)[BN / 2]) {
   const unsigned char* sQw = ring.q + wg * (64 * D * 2);
-  const unsigned char* sKs = ring.k + s * HopperRing<D, BN>::kStageBytes;
-  const unsigned char* sVs = ring.v + s * HopperRing<D, BN>::kStageBytes;
-
-  // S = Q K^T (both K-major in shared memory; k16 step ks is 32 bytes into a 64-column block).
-  float sc[kNT * 4];
-  mbar_wait(ring.full_k(s), ph);
+  const unsigned char* sKs = ring.k + (t & 1) * HopperRing<D, BN, NWG>::kStageBytes;
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = wgmma_desc(sQw + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
-    const unsigned long long db = wgmma_desc(sKs + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
+    const unsigned long long da = wgmma_desc_at(smem_addr(sQw) + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
+    const unsigned long long db = wgmma_desc_at(smem_addr(sKs) + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
     Wgmma<T, BN>::template ss<0>(sc, da, db, ks > 0 ? 1 : 0);
   }
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(sc);
-  if (lane == 0) mbar_arrive(ring.empty_k(s));
+}
 
+// Consumer warpgroup: issues O += P V for tile t once its V landed (V N-major: 64-column blocks BN * 128
+// bytes apart, 8-key groups 1024 bytes apart). P stays in registers until the group completes.
+template <typename T, int D, int BN, int NWG>
+__device__ __forceinline__ void hopper_issue_pv(const HopperRing<D, BN, NWG>& ring, int t, const unsigned (&pa)[BN / 16][4],
+                                                float (&o)[D / 2]) {
+  const unsigned char* sVs = ring.v + (t & 1) * HopperRing<D, BN, NWG>::kStageBytes;
+  mbar_wait(ring.full_v(t & 1), (t >> 1) & 1);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    const unsigned long long db = wgmma_desc_at(smem_addr(sVs) + kk * 2048, BN * 128, 1024);
+    Wgmma<T, D>::template rs<1>(o, pa[kk], db);
+  }
+  wgmma_commit();
+}
+
+// The softmax step of one tile's scores sc (complete in registers): masks (visible(hf, j) for key column
+// j of the tile, consulted only when need_mask) and softcap, the new reference maxima, l rescaled and
+// increased, and P in the A-fragment layout of m64nNk16 (per warp that of mma.sync m16n8k16: for keys
+// kk * 16 .., regs 0 / 1 are rows g / g + 8 at keys 2t, regs 2 / 3 the same at keys 2t + 8). Returns
+// whether O must be multiplied by alpha[hf] before P V is added (lazy rescaling: a row's reference
+// maximum moves only when the tile's maximum exceeds it by more than 2^8; warp-uniform).
+template <typename T, int D, int BN, bool SOFTCAP, typename Visible>
+__device__ __forceinline__ bool hopper_softmax(float (&sc)[BN / 2], bool need_mask, Visible visible, float score_scale,
+                                               float softcap_log2, float softcap_inv_scale, HopperSoftmaxState<D>& st,
+                                               unsigned (&pa)[BN / 16][4], float (&alpha)[2]) {
+  using Mma = MmaOp<T>;
+  constexpr int kNT = BN / 8;
+  const int lane = threadIdx.x % 32;
   if (SOFTCAP || need_mask) {
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
@@ -149,9 +168,6 @@ __device__ __forceinline__ void hopper_attend_tile(const HopperRing<D, BN>& ring
         sc[nt * 4 + e] = x;
       }
   }
-
-  // Online softmax with lazy rescaling: a row's reference maximum moves only when the tile's maximum
-  // exceeds it by more than 2^8, and O and l are rescaled only when some row of the warp moved.
   float tile_max[2];
   bool moved = false;
 #pragma unroll
@@ -164,25 +180,16 @@ __device__ __forceinline__ void hopper_attend_tile(const HopperRing<D, BN>& ring
     tile_max[hf] = mx;
     moved = moved || mx * score_scale > st.m[hf] * score_scale + 8.f;
   }
-  if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const float m_new = fmaxf(st.m[hf], tile_max[hf]);
-      const float alpha = m_new == -kInf() ? 1.f : fast_exp2((st.m[hf] - m_new) * score_scale);
-      st.m[hf] = m_new;
-      st.l[hf] *= alpha;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        st.o[dt * 4 + 2 * hf] *= alpha;
-        st.o[dt * 4 + 2 * hf + 1] *= alpha;
-      }
-    }
-  }
-  // P in the A-fragment layout of m64nNk16 (per warp that of mma.sync m16n8k16): for keys kk * 16 ..,
-  // regs 0 / 1 are rows g / g + 8 at keys 2t, regs 2 / 3 the same at keys 2t + 8.
-  unsigned pa[BN / 16][4];
+  moved = __any_sync(0xffffffffu, moved);
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
+    alpha[hf] = 1.f;
+    if (moved) {
+      const float m_new = fmaxf(st.m[hf], tile_max[hf]);
+      alpha[hf] = m_new == -kInf() ? 1.f : fast_exp2((st.m[hf] - m_new) * score_scale);
+      st.m[hf] = m_new;
+      st.l[hf] *= alpha[hf];
+    }
     const float m_scaled = st.m[hf] == -kInf() ? 0.f : st.m[hf] * score_scale;
     float rs = 0.f;
 #pragma unroll
@@ -194,19 +201,126 @@ __device__ __forceinline__ void hopper_attend_tile(const HopperRing<D, BN>& ring
     }
     st.l[hf] += rs;
   }
+  return moved;
+}
 
-  // O += P V (V N-major: 64-column blocks BN * 128 bytes apart, 8-key groups 1024 bytes apart).
-  mbar_wait(ring.full_v(s), ph);
-  wgmma_fence();
+// Keeps P's registers allocated (and unmodified) until the P V group that reads them has completed.
+template <int N>
+__device__ __forceinline__ void hold_regs(unsigned (&pa)[N][4]) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    const unsigned long long db = wgmma_desc(sVs + kk * 2048, BN * 128, 1024);
-    Wgmma<T, D>::template rs<1>(st.o, pa[kk], db);
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[i][e])::"memory");
+}
+
+// A consumer warpgroup's whole key loop over the ring: num_tiles tiles, or (num_tiles < 0) until the
+// producer's empty record. Tile t + 1's
+// S = Q K^T is issued before tile t's O += P V, so that the softmax of tile t + 1 runs while the tensor
+// cores compute P V of tile t (O is rescaled after that group completes). need(n0, valid) says whether a
+// tile needs masking; visible(n0, valid, hf, j) whether its key column j is visible to row hf.
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, typename Need, typename Visible>
+__device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
+                                                Visible visible, float score_scale, float softcap_log2,
+                                                float softcap_inv_scale, HopperSoftmaxState<D>& st) {
+  const int lane = threadIdx.x % 32;
+  float sc[BN / 2];
+  unsigned pa[BN / 16][4], pa_next[BN / 16][4];
+  float alpha[2];
+  auto record = [&](int t, int& n0, int& valid) {
+    if (num_tiles >= 0 && t >= num_tiles) {  // a known count: no end record to wait for
+      n0 = valid = 0;
+      return;
+    }
+    mbar_wait(ring.full_k(t & 1), (t >> 1) & 1);
+    n0 = ring.records[2 * (t & 1)];
+    valid = ring.records[2 * (t & 1) + 1];
+  };
+  int n0, valid;
+  auto rescale_o = [&](bool moved) {
+    if (moved) {
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        st.o[dt * 4] *= alpha[0];
+        st.o[dt * 4 + 1] *= alpha[0];
+        st.o[dt * 4 + 2] *= alpha[1];
+        st.o[dt * 4 + 3] *= alpha[1];
+      }
+    }
+  };
+  if constexpr (D > 128) {
+    // NOTE: D = 256's O (128 registers) leaves no room for a second tile's scores and P: one tile at a
+    // time (the overlapped loop spilled 116 bytes).
+    for (int t = 0;; ++t) {
+      record(t, n0, valid);
+      if (valid == 0) return;
+      hopper_issue_qk<T, D, BN, NWG>(ring, wg, t, sc);
+      wgmma_wait<0>();
+      fence_regs(sc);
+      __syncwarp();  // every lane has read the tile's record
+      if (lane == 0) mbar_arrive(ring.empty_k(t & 1));
+      rescale_o(hopper_softmax<T, D, BN, SOFTCAP>(
+          sc, need(n0, valid), [&](int hf, int j) { return visible(n0, valid, hf, j); }, score_scale, softcap_log2,
+          softcap_inv_scale, st, pa, alpha));
+      hopper_issue_pv<T, D, BN, NWG>(ring, t, pa, st.o);
+      wgmma_wait<0>();
+      fence_regs(st.o);
+      hold_regs(pa);
+      if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+    }
   }
-  wgmma_commit();
+  record(0, n0, valid);
+  if (valid == 0) return;
+  hopper_issue_qk<T, D, BN, NWG>(ring, wg, 0, sc);
+  wgmma_wait<0>();
+  fence_regs(sc);
+  __syncwarp();  // every lane has read the tile's record
+  if (lane == 0) mbar_arrive(ring.empty_k(0));
+  hopper_softmax<T, D, BN, SOFTCAP>(
+      sc, need(n0, valid), [&](int hf, int j) { return visible(n0, valid, hf, j); }, score_scale, softcap_log2,
+      softcap_inv_scale, st, pa, alpha);  // O is zero: no rescale
+  // NOTE: the loop issues unconditionally and the last tile's P V is peeled off: with a conditional
+  // S = Q K^T issue, ptxas serialised every wgmma (C7514, accumulators read inside a pipeline stage).
+  // P alternates between two register sets (no copies) for the same reason (C7513).
+  int t = 0, n1, valid1;
+  record(1, n1, valid1);
+  // One step: tile t's P V (P in cur) overlapped with tile t + 1's scores; tile t + 1's P into nxt.
+  auto step = [&](unsigned (&cur)[BN / 16][4], unsigned (&nxt)[BN / 16][4]) {
+    hopper_issue_qk<T, D, BN, NWG>(ring, wg, t + 1, sc);
+    hopper_issue_pv<T, D, BN, NWG>(ring, t, cur, st.o);
+    wgmma_wait<1>();
+    fence_regs(sc);
+    __syncwarp();  // every lane has read the tile's record
+    if (lane == 0) mbar_arrive(ring.empty_k((t + 1) & 1));
+    const bool moved = hopper_softmax<T, D, BN, SOFTCAP>(
+        sc, need(n1, valid1), [&](int hf, int j) { return visible(n1, valid1, hf, j); }, score_scale, softcap_log2,
+        softcap_inv_scale, st, nxt, alpha);
+    wgmma_wait<0>();
+    fence_regs(st.o);
+    hold_regs(cur);
+    if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+    rescale_o(moved);
+    ++t;
+    record(t + 1, n1, valid1);
+  };
+  bool in_next = false;  // which set holds the P of tile t
+  while (valid1 != 0) {
+    step(pa, pa_next);
+    if (valid1 == 0) {
+      in_next = true;
+      break;
+    }
+    step(pa_next, pa);
+  }
+  if (in_next) {
+    hopper_issue_pv<T, D, BN, NWG>(ring, t, pa_next, st.o);
+  } else {
+    hopper_issue_pv<T, D, BN, NWG>(ring, t, pa, st.o);
+  }
   wgmma_wait<0>();
   fence_regs(st.o);
-  if (lane == 0) mbar_arrive(ring.empty_v(s));
+  hold_regs(pa);
+  hold_regs(pa_next);
+  if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
 }
 
 }  // namespace attnjit::kernels

@@ -1,12 +1,12 @@
 // bsa_fwd, hopper backend (sm_90a): block-sparse attention forward on wgmma with TMA loads, for
-// sparse block size 128 and D = D_v in {64, 128}.
+// sparse block sizes 64 and 128 and D = D_v in {64, 128}.
 //
-// One CTA computes one 128-row query block of one query head (the metadata is per query head). The
-// producer warpgroup walks the row's active key blocks (BsaTileStream of bsa_fwd.cuh: one 128-key tile
+// One CTA computes one query block (BS rows) of one query head (the metadata is per query head). The
+// producer warpgroup walks the row's active key blocks (BsaTileStream of bsa_fwd.cuh: one BS-key tile
 // per block of nonzero length, in list order) and loads each with TMA into the two-stage ring of
 // hopper/attention_core.cuh, recording the tile's valid key count; after the last it records an empty
-// tile. The two consumer warpgroups (64 rows each) run the shared mainloop, masking keys past a short
-// block's valid count. Empty rows (no tile) write O = 0 and LSE = -inf. No kv_splits: one CTA takes the
+// tile. BS / 64 consumer warpgroups (64 rows each) run the shared mainloop, masking keys past a short
+// block's valid count. Block size 64 runs two CTAs per SM (one consumer warpgroup each, 232 registers). Empty rows (no tile) write O = 0 and LSE = -inf. No kv_splits: one CTA takes the
 // whole row.
 #pragma once
 #include "bsa/bsa_fwd.cuh"
@@ -15,14 +15,16 @@
 
 namespace attnjit::kernels {
 
-template <typename T, int D, bool HAS_NUMS, int BSZ_RANK>
-__global__ void __launch_bounds__(384, 1) bsa_fwd_hopper(const __grid_constant__ BsaFwdHopperParams hp) {
+template <typename T, int D, int BS, bool HAS_NUMS, int BSZ_RANK>
+__global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
+    bsa_fwd_hopper(const __grid_constant__ BsaFwdHopperParams hp) {
   static_assert(sizeof(T) == 2, "bsa_fwd_hopper: 16-bit operands");
-  constexpr int BM = 128, BN = 128, kDT = D / 8;
+  static_assert(BS == 64 || BS == 128, "bsa_fwd_hopper: block size 64 or 128");
+  constexpr int BM = BS, BN = BS, NWG = BS / 64, kDT = D / 8;
   using Mma = MmaOp<T>;
   const BsaFwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
-  const HopperRing<D, BN> ring(smem_raw);
+  const HopperRing<D, BN, NWG> ring(smem_raw);
 
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int r = h / p.group;
@@ -31,22 +33,11 @@ __global__ void __launch_bounds__(384, 1) bsa_fwd_hopper(const __grid_constant__
   if (threadIdx.x == 0) ring.init();
   __syncthreads();
 
-  if (warp >= 8) {
+  if (warp >= 4 * NWG) {
     setmaxnreg_dec<24>();
-    if (warp == 8 && lane == 0) {
-      int n = HAS_NUMS ? __ldg(p.nums + b * p.nums_sb + h * p.nums_sh + m * p.nums_sm) : p.fixed_count;
-      n = min(max(n, 0), p.k_max);
+    if (warp == 4 * NWG && lane == 0) {
       BsaTileStream<BM, BN, BSZ_RANK> ts;
-      ts.idx = p.index + b * p.idx_sb + h * p.idx_sh + m * p.idx_sm;
-      ts.idx_su = p.idx_su;
-      ts.bsz = p.bsz;
-      if constexpr (BSZ_RANK >= 2) ts.bsz += b * p.bsz_sb;
-      if constexpr (BSZ_RANK == 3) ts.bsz += h * p.bsz_sh;
-      ts.bsz_sk = p.bsz_sk;
-      ts.s_kv = p.s_kv;
-      ts.n_kv = p.n_kv;
-      ts.u_end = n;
-      ts.init(0);
+      ts.open(p, b, h, m, 0, bsa_row_count<HAS_NUMS>(p, b, h, m));
       const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
       tma_prefetch_map(kmap);
@@ -64,7 +55,8 @@ __global__ void __launch_bounds__(384, 1) bsa_fwd_hopper(const __grid_constant__
     return;
   }
 
-  setmaxnreg_inc<240>();
+  // Two CTAs of 256 threads share the register file at block size 64 (128 each at launch).
+  setmaxnreg_inc<NWG == 2 ? 240 : 232>();
   const int wg = warp / 4, wq = warp % 4;
   const T* qb = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
   ring.template load_q<T>(wg, [&](int lr) -> const T* {
@@ -75,13 +67,9 @@ __global__ void __launch_bounds__(384, 1) bsa_fwd_hopper(const __grid_constant__
   const float score_scale = p.scale_log2;
   HopperSoftmaxState<D> st;
   st.init();
-  for (int t = 0;; ++t) {
-    mbar_wait(ring.full_k(t & 1), (t >> 1) & 1);
-    const int valid = ring.records[2 * (t & 1) + 1];
-    if (valid == 0) break;
-    hopper_attend_tile<T, D, BN, false>(ring, wg, t, valid < BN, [&](int, int jl) { return jl < valid; }, score_scale,
-                                        0.f, 0.f, st);
-  }
+  hopper_mainloop<T, D, BN, false, NWG>(
+      ring, wg, -1, [](int, int valid) { return valid < BN; }, [](int, int valid, int, int jl) { return jl < valid; },
+      score_scale, 0.f, 0.f, st);
 
   constexpr float kLn2 = 0.69314718055994530942f;
   T* ob = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;

@@ -107,30 +107,29 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
 
   HopperSoftmaxState<D> st;
   st.init();
-  for (int t = 0; t < num_tiles; ++t) {
-    const int n0 = n_first + t * BN;
+  auto need = [&](int n0, int) {
     bool need_mask = n0 + BN > kv_len;
     if constexpr (CAUSAL) need_mask = need_mask || n0 + BN - 1 > p_min;
     if constexpr (WINDOW) {
       need_mask = need_mask || (p.window_left >= 0 && n0 < p_max - p.window_left) ||
                   (p.window_right >= 0 && n0 + BN - 1 > p_min + p.window_right);
     }
-    auto visible = [&](int hf, int jl) {
-      const int j = n0 + jl, pos = row_pos[hf];
-      bool vis = j < kv_len;
-      if constexpr (CAUSAL) vis = vis && j <= pos;
-      if constexpr (WINDOW) {
-        vis = vis && (p.window_left < 0 || j >= pos - p.window_left) && (p.window_right < 0 || j <= pos + p.window_right);
-      }
-      return vis;
-    };
-    hopper_attend_tile<T, D, BN, SOFTCAP>(ring, wg, t, need_mask, visible, score_scale, p.softcap_log2,
-                                          p.softcap_inv_scale, st);
-  }
+    return need_mask;
+  };
+  auto visible = [&](int n0, int, int hf, int jl) {
+    const int j = n0 + jl, pos = row_pos[hf];
+    bool vis = j < kv_len;
+    if constexpr (CAUSAL) vis = vis && j <= pos;
+    if constexpr (WINDOW) {
+      vis = vis && (p.window_left < 0 || j >= pos - p.window_left) && (p.window_right < 0 || j <= pos + p.window_right);
+    }
+    return vis;
+  };
+  hopper_mainloop<T, D, BN, SOFTCAP, 2>(ring, wg, num_tiles, need, visible, score_scale, p.softcap_log2,
+                                        p.softcap_inv_scale, st);
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;
-  constexpr float kLog2e = 1.44269504088896340736f;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float l = st.l[hf];
@@ -142,20 +141,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
     const int h = r * g + hg;
     float empty_lse = -kInf();
     float out_scale = 1.f;
-    if constexpr (SINKS) {
-      const float sink = i < q_len ? p.sinks[h * p.sinks_s] : -kInf();
-      if (sink == kInf()) {
-        l = 0.f;
-        empty_lse = kInf();
-      } else if (sink != -kInf()) {
-        const float s2 = sink * kLog2e;
-        const float M = fmaxf(m, s2);
-        const float f = fast_exp2(m - M);
-        l = l * f + fast_exp2(s2 - M);
-        out_scale *= f;
-        m = M;
-      }
-    }
+    if constexpr (SINKS) fold_sink(i < q_len ? p.sinks[h * p.sinks_s] : -kInf(), m, l, out_scale, empty_lse);
     const float inv = l > 0.f ? out_scale / l : 0.f;
     if (i < q_len) {
       T* orow = ob + static_cast<long long>(i) * p.o_ss + hg * p.o_sh + 2 * (lane % 4);

@@ -77,10 +77,13 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 // CU_TENSOR_MAP_SWIZZLE_128B into a 1024-byte-aligned buffer: 128-byte rows, 16-byte chunk c of row r
 // stored at chunk c ^ (r % 8)). K-major operands: sbo = 1024 (8-row groups), lbo unused. N-major
 // operands: lbo = bytes between 64-element column blocks, sbo = 1024 (8-row groups along K).
-__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo_bytes, unsigned sbo_bytes) {
-  const unsigned long long addr = smem_addr(smem);
-  return ((addr & 0x3FFFFull) >> 4) | (static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFF) << 16) |
-         (static_cast<unsigned long long>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+// The address is made opaque to the compiler so that the descriptors of a loop body are rebuilt from it
+// (a few integer adds) instead of being hoisted out of the loop and held in registers.
+__device__ __forceinline__ unsigned long long wgmma_desc_at(unsigned addr, unsigned lbo_bytes, unsigned sbo_bytes) {
+  asm volatile("" : "+r"(addr));
+  const unsigned lo = ((addr & 0x3FFFFu) >> 4) | (((lbo_bytes >> 4) & 0x3FFFu) << 16);
+  const unsigned hi = ((sbo_bytes >> 4) & 0x3FFFu) | (1u << 30);
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

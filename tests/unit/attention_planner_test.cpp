@@ -269,6 +269,9 @@ TEST_CASE("attention planner: the hopper backend of bsa_fwd, and what 'auto' pic
   };
   const nlohmann::json bs128 = {{"sparse_block_size", 128}};
   CHECK(selected_all(rt, "bsa_fwd", bs128, bsa_args(128, 128)) == std::vector<std::string>{"bsa_fwd.hopper.bf16.d128.bs128.sm_90a"});
+  TensorArgs bs64 = bsa_args(64, 64);
+  bs64.set("q2k_block_index", TensorRef::contiguous(fake_addr(3), DType::kI32, {1, 4, 5, 2}, kGpu));
+  CHECK(selected(rt, "bsa_fwd", {{"sparse_block_size", 64}}, bs64) == "bsa_fwd.hopper.bf16.d64.bs64.sm_90a");
   // kv_splits "auto" keeps the hopper kernel (one CTA per query block); an explicit split count or
   // another block size or head dim takes the portable kernels.
   CHECK(selected(rt, "bsa_fwd", {{"sparse_block_size", 128}, {"kv_splits", "auto"}}, bsa_args(128, 128)) ==

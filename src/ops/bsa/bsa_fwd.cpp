@@ -228,7 +228,7 @@ class HopperPlan final : public detail::PlanImpl {
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const BsaCall& in = call.in;
     if (in.dtype != choice_.dtype || in.D != choice_.D || in.D_v != choice_.D || (in.nums != nullptr) != choice_.has_nums ||
-        in.block_sizes_rank != choice_.bsz_rank || in.bs != 128 || in.device.index != device_)
+        in.block_sizes_rank != choice_.bsz_rank || in.bs != choice_.bs || in.device.index != device_)
       throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got {} D {} D_v {} "
                                         "block size {} counts {} block_sizes rank {} cuda:{}; build a plan for the new "
                                         "signature", kOp, kernel_->compiled->spec.describe(), dtype_name(in.dtype), in.D,
@@ -328,18 +328,21 @@ OpDefinition bsa_fwd_definition() {
       specs.push_back(bsa_fwd_kernel_spec(choose_bsa_fwd_kernel(DType::kBF16, 128, 128, bs, false, 0, true, arch)));
     }
     specs.push_back(bsa_combine_kernel_spec(DType::kBF16, 128, arch));
-    // The hopper kernels where the target has them: fp16/bf16, D 64 and 128, fixed and variable counts.
+    // The hopper kernels where the target has them: fp16/bf16, D 64 and 128, both block sizes, fixed and
+    // variable counts.
     if (arch == "sm_90a")
       for (DType dt : {DType::kF16, DType::kBF16})
         for (int D : {64, 128})
-          for (bool nums : {false, true}) {
-            BsaHopperChoice k;
-            k.dtype = dt;
-            k.D = D;
-            k.has_nums = nums;
-            k.arch = arch;
-            specs.push_back(bsa_fwd_hopper_spec(k));
-          }
+          for (int bs : {64, 128})
+            for (bool nums : {false, true}) {
+              BsaHopperChoice k;
+              k.dtype = dt;
+              k.D = D;
+              k.bs = bs;
+              k.has_nums = nums;
+              k.arch = arch;
+              specs.push_back(bsa_fwd_hopper_spec(k));
+            }
     return specs;
   });
 }

@@ -86,7 +86,6 @@ void check_bsa_backend(const char* op, detail::Backend backend, const std::strin
 
 std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch) {
   if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
-  if (in.bs != 128) return fmt::format("it serves sparse_block_size 128, got {}", in.bs);
   if (in.D != in.D_v || (in.D != 64 && in.D != 128))
     return fmt::format("it serves D = D_v in {{64, 128}}, got D {} and D_v {}", in.D, in.D_v);
   if (split_requested) return "kv_splits > 1 is not built into it (one CTA takes a whole query block)";
@@ -105,6 +104,7 @@ BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch) {
   BsaHopperChoice k;
   k.dtype = in.dtype;
   k.D = static_cast<int>(in.D);
+  k.bs = static_cast<int>(in.bs);
   k.has_nums = in.nums != nullptr;
   k.bsz_rank = in.block_sizes_rank;
   k.arch = arch;
@@ -115,16 +115,16 @@ jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
   jit::KernelSpec s;
   s.op = "bsa_fwd";
   s.template_file = "hopper/bsa_fwd_hopper.cuh";
-  s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}>", device_type(k.dtype), k.D, k.has_nums,
-                        k.bsz_rank);
+  s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.bs,
+                        k.has_nums, k.bsz_rank);
   s.fields = {{"backend", "hopper"},
               {"dtype", std::string(dtype_name(k.dtype))},
               {"head_dim", std::to_string(k.D)},
-              {"sparse_block_size", "128"},
+              {"sparse_block_size", std::to_string(k.bs)},
               {"counts", k.has_nums ? "variable" : "fixed"},
               {"block_sizes_rank", std::to_string(k.bsz_rank)}};
   s.arch = k.arch;
-  s.name = fmt::format("bsa_fwd.hopper.{}.d{}.bs128{}{}", dtype_name(k.dtype), k.D, k.has_nums ? ".nums" : "",
+  s.name = fmt::format("bsa_fwd.hopper.{}.d{}.bs{}{}{}", dtype_name(k.dtype), k.D, k.bs, k.has_nums ? ".nums" : "",
                        k.bsz_rank ? fmt::format(".bsz{}", k.bsz_rank) : "");
   return s;
 }
@@ -145,13 +145,13 @@ void launch_bsa_fwd_hopper(const char* op, const jit::LoadedKernel& kernel, cons
   if (in.B == 0 || in.H_q == 0 || in.N_q == 0) return;
   kernels::BsaFwdHopperParams hp{};
   hp.p = p;
-  encode_tma_rows(op, "k", hp.k_map, k.dtype, in.k->data, k.D, in.H_kv, in.S_kv, in.B, in.k_st.h, in.k_st.s, in.k_st.b, 128);
-  encode_tma_rows(op, "v", hp.v_map, k.dtype, in.v->data, k.D, in.H_kv, in.S_kv, in.B, in.v_st.h, in.v_st.s, in.v_st.b, 128);
+  encode_tma_rows(op, "k", hp.k_map, k.dtype, in.k->data, k.D, in.H_kv, in.S_kv, in.B, in.k_st.h, in.k_st.s, in.k_st.b, k.bs);
+  encode_tma_rows(op, "v", hp.v_map, k.dtype, in.v->data, k.D, in.H_kv, in.S_kv, in.B, in.v_st.h, in.v_st.s, in.v_st.b, k.bs);
   CUlaunchConfig lc{};
   lc.gridDimX = static_cast<unsigned>(in.N_q);
   lc.gridDimY = static_cast<unsigned>(in.H_q);
   lc.gridDimZ = static_cast<unsigned>(in.B);
-  lc.blockDimX = 384;
+  lc.blockDimX = static_cast<unsigned>(k.threads());
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
   lc.hStream = static_cast<CUstream>(stream);

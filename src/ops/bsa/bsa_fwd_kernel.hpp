@@ -40,15 +40,16 @@ jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arc
 // The portable backend serves sm_80+; 'hopper' is not built (Unsupported, naming the op).
 void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch);
 
-// ---- hopper backend (templates/hopper/bsa_fwd_hopper.cuh): sm_90a, block size 128, D = D_v in {64, 128} ----
+// ---- hopper backend (templates/hopper/bsa_fwd_hopper.cuh): sm_90a, block size 64 or 128, D = D_v in {64, 128} ----
 struct BsaHopperChoice {
   DType dtype = DType::kBF16;
-  int D = 0;
+  int D = 0, bs = 128;
   bool has_nums = false;
   int bsz_rank = 0;
   std::string arch;
-  // = HopperRing<D, 128>::kSmemBytes.
-  int smem_bytes() const { return 128 * D * 2 + 4 * 128 * D * 2 + 64 + 16 + 1024; }
+  int threads() const { return (bs / 64 + 1) * 128; }
+  // = HopperRing<D, bs, bs / 64>::kSmemBytes.
+  int smem_bytes() const { return bs * D * 2 + 4 * bs * D * 2 + 64 + 16 + 1024; }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can).
 std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch);
