@@ -284,8 +284,8 @@ def error_cases():
     # unsupported
     e.append(err_case("backend-hopper", "unsupported", "backend 'hopper'", config={"topk": 2, "backend": "hopper"},
                       gpu_only=True))
-    e.append(err_case("topk-beyond-buffers", "unsupported", "holds at most topk", config={"topk": 70000},
-                      q=(1, 1, 1, 8), gpu_only=True))
+    # NOTE: no topk is unsupported: a topk beyond the fused kernel's shared-memory buffers takes the slab path
+    # (tests/cases/gpu/lightning_indexer_bigtopk_*.json, tools/gen_cases_lightning_indexer_big.py).
     # content (validate_inputs): packed offsets
     vi = {"topk": 2, "causal": True, "validate_inputs": True}
     e.append(err_case("cu-first", "content", "cu_seqlens: expected element 0 to be 0, got 1", config=vi,

@@ -32,6 +32,8 @@ struct RuntimeOptions {
                                           // "BMxBNxWARPS" (e.g. "128x32x4"); empty = the planner's choice
   std::string decode_tile;                // ATTNJIT_DECODE_TILE: tuning override of the split-KV decode
                                           // tile of the paged ops, "BNxWARPS" (BM = 16 * WARPS), e.g. "64x1"
+  bool li_force_slab = false;             // ATTNJIT_LI_FORCE_SLAB: test only; lightning_indexer plans take
+                                          // the two-kernel slab path even where the fused kernel fits
 
   static RuntimeOptions from_env();
   // Applies the keys of a JSON object with the field names above (the C ABI's options_json).

@@ -71,6 +71,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
   if (auto v = env("ATTNJIT_GQA_TILE")) o.gqa_tile = v;
   if (auto v = env("ATTNJIT_DECODE_TILE")) o.decode_tile = v;
+  if (auto v = env("ATTNJIT_LI_FORCE_SLAB")) o.li_force_slab = parse_bool("ATTNJIT_LI_FORCE_SLAB", v);
   return o;
 }
 
@@ -100,10 +101,12 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "arch") o.arch = v.get<std::string>();
       else if (k == "gqa_tile") o.gqa_tile = v.get<std::string>();
       else if (k == "decode_tile") o.decode_tile = v.get<std::string>();
+      else if (k == "li_force_slab") o.li_force_slab = v.get<bool>();
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
                                           "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
-                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, decode_tile, got an unknown key", k));
+                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, decode_tile, li_force_slab, got an "
+                                          "unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));
     }

@@ -2,10 +2,13 @@
 // kernel and reference plans.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <vector>
 
+#include "indexer/lightning_indexer_big_params.cuh"
 #include "indexer/lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
@@ -15,6 +18,7 @@
 #include "runtime/op_registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/validation.hpp"
+#include "runtime/workspace.hpp"
 
 namespace attnjit::ops {
 
@@ -191,22 +195,18 @@ struct KernelChoice {
   int D = 0, HP = 0;
   int64_t topk = 0;
   bool causal = false, packed = false;
+  // The two-kernel slab path (templates/indexer/lightning_indexer_big.cuh): taken exactly when the fused
+  // kernel's candidate buffers cannot hold topk for (D, HP) (geo.R == 0), or when ATTNJIT_LI_FORCE_SLAB
+  // asks for it (tests only).
+  bool slab = false;
   kernels::LightningIndexerGeometry geo{};
   std::string arch;
 };
 
-// The largest topk whose candidate buffers fit for (D, HP), for messages.
-int64_t max_topk(int D, int HP) {
-  int64_t lo = 0, hi = 1 << 20;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (kernels::lightning_indexer_geometry(D, HP, static_cast<int>(mid)).R >= 1) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
-KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed, const std::string& arch) {
+// force_slab (RuntimeOptions::li_force_slab, ATTNJIT_LI_FORCE_SLAB; tests only) sends the plan to the slab
+// path even where the fused kernel fits, so that small shapes exercise it under compute-sanitizer.
+KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed, const std::string& arch,
+                    bool force_slab = false) {
   KernelChoice k;
   k.dtype = dtype;
   k.D = static_cast<int>(D);
@@ -216,10 +216,7 @@ KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H,
   k.packed = packed;
   k.arch = arch;
   k.geo = kernels::lightning_indexer_geometry(k.D, k.HP, static_cast<int>(cfg.topk));
-  if (k.geo.R < 1)
-    throw Unsupported(fmt::format("{}: unsupported: topk: the portable kernel keeps each row's candidates in shared "
-                                  "memory and holds at most topk = {} for D = {}, H = {}, got topk = {}", kOp,
-                                  max_topk(k.D, k.HP), D, H, cfg.topk));
+  k.slab = k.geo.R < 1 || force_slab;
   return k;
 }
 
@@ -240,6 +237,46 @@ jit::KernelSpec kernel_spec(const KernelChoice& k) {
   s.name = fmt::format("{}.portable.{}.d{}.h{}.k{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HP, k.topk,
                        k.causal ? ".causal" : "", k.packed ? ".packed" : "");
   return s;
+}
+
+// The slab path's score kernel: dtype, D, causal, packed (H, topk, compress_ratio, shapes are launch
+// arguments).
+jit::KernelSpec big_scores_spec(const KernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = "indexer/lightning_indexer_big.cuh";
+  s.entry = fmt::format("attnjit::kernels::lightning_indexer_big_scores<{}, {}, {}, {}>", device_type_name(k.dtype),
+                        k.D, k.causal, k.packed);
+  s.fields = {{"backend", "portable"},
+              {"kernel", "slab_scores"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"causal", k.causal ? "1" : "0"},
+              {"packed", k.packed ? "1" : "0"}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.portable.slab-scores.{}.d{}{}{}", kOp, dtype_name(k.dtype), k.D, k.causal ? ".causal" : "",
+                       k.packed ? ".packed" : "");
+  return s;
+}
+
+// The slab path's selection kernel: causal, packed (topk is a launch argument).
+jit::KernelSpec big_select_spec(const KernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = "indexer/lightning_indexer_big.cuh";
+  s.entry = fmt::format("attnjit::kernels::lightning_indexer_big_select<{}, {}>", k.causal, k.packed);
+  s.fields = {{"backend", "portable"},
+              {"kernel", "slab_select"},
+              {"causal", k.causal ? "1" : "0"},
+              {"packed", k.packed ? "1" : "0"}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.portable.slab-select{}{}", kOp, k.causal ? ".causal" : "", k.packed ? ".packed" : "");
+  return s;
+}
+
+std::vector<jit::KernelSpec> specs_for(const KernelChoice& k) {
+  if (k.slab) return {big_scores_spec(k), big_select_spec(k)};
+  return {kernel_spec(k)};
 }
 
 void check_backend(detail::Backend backend, const std::string& arch) {
@@ -315,6 +352,146 @@ class KernelPlan final : public detail::PlanImpl {
   std::shared_ptr<const jit::LoadedKernel> kernel_;
 };
 
+// The slab path's row chunks (SPEC.md §1.3: from shapes and topk only, never from tensor contents). A row
+// has at most max_cand candidates: S without offsets; with offsets min(S, T), since a document's span is
+// its query length // compress_ratio (caller contract) and lies inside the pool. When max_cand <= topk no
+// row needs scores: only the selection kernel runs (it writes 0..|C|-1, -1...) and there is no slab.
+// Otherwise chunks of chunk_rows flattened rows b * T + t, each row's scores at a pitch of max_cand
+// rounded up to 4 floats, in a slab of at most kLiBigSlabBytes (256 MiB; max_cand <= 2^20 keeps at least
+// 64 rows per chunk).
+struct SlabLayout {
+  int64_t max_cand = 0, pitch = 0, rows = 0, chunk_rows = 0;
+  bool scores = false;
+  size_t bytes = 0;
+};
+
+SlabLayout slab_layout(const IndexerConfig& cfg, const IndexerCall& call) {
+  SlabLayout l;
+  l.max_cand = call.cu_seqlens ? std::min(call.S, call.T) : call.S;
+  l.scores = l.max_cand > cfg.topk;
+  l.pitch = (l.max_cand + 3) / 4 * 4;
+  l.rows = call.B * call.T;
+  constexpr int64_t kMaxChunkRows = int64_t{1} << 30;  // grid.x of the selection launch
+  l.chunk_rows = l.scores ? std::max<int64_t>(1, kernels::kLiBigSlabBytes / (l.pitch * 4)) : l.rows;
+  l.chunk_rows = std::min({l.chunk_rows, l.rows, kMaxChunkRows});
+  l.bytes = l.scores ? static_cast<size_t>(l.chunk_rows) * static_cast<size_t>(l.pitch) * sizeof(float) : 0;
+  return l;
+}
+
+// The two-kernel path for a topk the fused kernel cannot hold: per chunk of rows, the score kernel fills
+// the plan's workspace slab and the selection kernel reads it (templates/indexer/lightning_indexer_big.cuh).
+class SlabPlan final : public detail::PlanImpl {
+ public:
+  SlabPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> scores,
+           std::shared_ptr<const jit::LoadedKernel> select, int device)
+      : cfg_(cfg), choice_(std::move(choice)), scores_(std::move(scores)), select_(std::move(select)),
+        ws_(kOp, device) {}
+
+  void prepare(const TensorArgs& tensors) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    const SlabLayout l = slab_layout(cfg_, call);
+    if (call.B > 0 && l.bytes) ws_.reserve(l.bytes);
+  }
+  std::size_t workspace_bytes() const override { return ws_.bytes(); }
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    const bool packed = call.cu_seqlens != nullptr;
+    if (call.dtype != choice_.dtype || call.D != choice_.D ||
+        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
+        call.device.index != scores_->device)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}, head tile {}), "
+                                        "got dtype {}, D {}, H {}, packed {}, {}; build a plan for the new signature",
+                                        kOp, scores_->compiled->spec.describe(), choice_.HP, dtype_name(call.dtype),
+                                        call.D, call.H, packed, device_name(call.device)));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(call.device.index);
+    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
+    if (call.B == 0) return;
+    if (call.B > 65535) throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
+    const SlabLayout l = slab_layout(cfg_, call);
+    const kernels::LiBigScoreGeometry geo = kernels::li_big_score_geometry(choice_.D, static_cast<int>(call.H));
+    kernels::LightningIndexerBigParams p{};
+    p.q = call.q->data;
+    p.k = call.k->data;
+    p.weights = call.weights->data;
+    p.indices = static_cast<int*>(call.indices->data);
+    p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
+    p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
+    p.q_sb = call.q->strides[0];
+    p.q_st = call.q->strides[1];
+    p.q_sh = call.q->strides[2];
+    p.k_sb = call.k->strides[0];
+    p.k_ss = call.k->strides[1];
+    p.w_sb = call.weights->strides[0];
+    p.w_st = call.weights->strides[1];
+    p.w_sh = call.weights->strides[2];
+    p.slab_pitch = l.pitch;
+    p.T = static_cast<int>(call.T);
+    p.S = static_cast<int>(call.S);
+    p.H = static_cast<int>(call.H);
+    p.N = static_cast<int>(call.N);
+    p.compress_ratio = static_cast<int>(cfg_.compress_ratio);
+    p.topk = static_cast<int>(cfg_.topk);
+    p.max_cand = static_cast<int>(l.max_cand);
+    p.tokens = geo.tokens;
+    p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
+    // NOTE: the workspace lease (and its cross-stream ordering) is taken only when there are scores to stage.
+    if (!l.scores) {
+      launch_chunks(p, l, geo, call.T, stream);
+      return;
+    }
+    auto lease = ws_.acquire(l.bytes, stream);
+    p.slab = reinterpret_cast<float*>(lease.ptr());
+    launch_chunks(p, l, geo, call.T, stream);
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} slab plan ({}): {} + {}, row chunks in a workspace of at most {} MiB ({} B reserved)", kOp,
+                       choice_.geo.R >= 1 ? "forced by ATTNJIT_LI_FORCE_SLAB"
+                                          : fmt::format("topk {} beyond the fused kernel's buffers", choice_.topk),
+                       scores_->compiled->spec.describe(), select_->compiled->spec.describe(),
+                       kernels::kLiBigSlabBytes >> 20, ws_.bytes());
+  }
+
+ private:
+  // Per chunk of rows: the score kernel (when any row can need scores), then the selection kernel.
+  void launch_chunks(kernels::LightningIndexerBigParams& p, const SlabLayout& l, const kernels::LiBigScoreGeometry& geo,
+                     int64_t T, void* stream) const {
+    const auto& drv = jit::CudaDriver::get();
+    CUlaunchConfig sc{};  // score kernel: (token groups, candidate tiles, batch elements of the chunk)
+    sc.gridDimX = static_cast<unsigned>((std::min(l.chunk_rows, T) + geo.tokens - 1) / geo.tokens);
+    sc.gridDimY = static_cast<unsigned>((l.max_cand + kernels::kLiBigScoreTileN - 1) / kernels::kLiBigScoreTileN);
+    sc.blockDimX = kernels::kLiBigScoreThreads;
+    sc.blockDimY = sc.blockDimZ = 1;
+    sc.sharedMemBytes = static_cast<unsigned>(geo.smem_bytes);
+    sc.hStream = static_cast<CUstream>(stream);
+    CUlaunchConfig se{};  // selection kernel: one CTA per row of the chunk
+    se.gridDimY = se.gridDimZ = 1;
+    se.blockDimX = kernels::kLiBigSelectThreads;
+    se.blockDimY = se.blockDimZ = 1;
+    se.hStream = static_cast<CUstream>(stream);
+    void* args[] = {&p};
+    for (int64_t r0 = 0; r0 < l.rows; r0 += l.chunk_rows) {
+      p.row_begin = r0;
+      p.row_end = std::min(l.rows, r0 + l.chunk_rows);
+      if (l.scores) {
+        sc.gridDimZ = static_cast<unsigned>((p.row_end - 1) / T - p.row_begin / T + 1);
+        drv.check(drv.cuLaunchKernelEx(&sc, scores_->function, args, nullptr),
+                  "lightning_indexer: cuLaunchKernelEx (slab scores)");
+      }
+      se.gridDimX = static_cast<unsigned>(p.row_end - p.row_begin);
+      drv.check(drv.cuLaunchKernelEx(&se, select_->function, args, nullptr),
+                "lightning_indexer: cuLaunchKernelEx (slab select)");
+    }
+  }
+
+  IndexerConfig cfg_;
+  KernelChoice choice_;
+  std::shared_ptr<const jit::LoadedKernel> scores_, select_;
+  mutable detail::PlanWorkspace ws_;
+};
+
 // topk = 0: an empty last axis; the call is validated and nothing is launched.
 class EmptyPlan final : public detail::PlanImpl {
  public:
@@ -340,7 +517,8 @@ class LightningIndexerOp final : public detail::OpInstance {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
     check_backend(backend_, arch);
     if (cfg_.topk == 0) return {};
-    return {kernel_spec(choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch))};
+    return specs_for(
+        choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch, rt_.options().li_force_slab));
   }
 
  protected:
@@ -364,7 +542,18 @@ class LightningIndexerOp final : public detail::OpInstance {
     const std::string arch = rt_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
     if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
-    KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
+    KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
+                                 rt_.options().li_force_slab);
+    if (choice.slab) {
+      auto scores = rt_.kernels().loaded(big_scores_spec(choice), call.device.index);
+      auto select = rt_.kernels().loaded(big_select_spec(choice), call.device.index);
+      // NOTE: a call's H (any H of this plan's head tile) stages as many tokens as fit kLiBigSmemBudget, or
+      // one token beyond it; either way no more than this.
+      const int smem = std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
+      require_dynamic_smem(kOp, *scores, scores->compiled->spec, smem);
+      return std::make_shared<SlabPlan>(cfg_, std::move(choice), std::move(scores), std::move(select),
+                                        call.device.index);
+    }
     auto kernel = rt_.kernels().loaded(kernel_spec(choice), call.device.index);
     if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
@@ -388,7 +577,8 @@ namespace attnjit::detail {
 
 OpDefinition lightning_indexer_definition() {
   // The shape (H = 64, D = 128, topk 2048) in both dtypes, causal and not, plus topk 64 / D 64
-  // and a packed causal kernel; other configurations compile on first use.
+  // and a packed causal kernel, and the slab path's two kernels for bf16 D 128 causal (any topk beyond the
+  // fused kernel's buffers); other configurations compile on first use.
   return ops::op_definition<ops::LightningIndexerOp>(ops::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
     ops::IndexerConfig cfg;
@@ -403,6 +593,11 @@ OpDefinition lightning_indexer_definition() {
     cfg.causal = true;
     cfg.topk = 2048;
     specs.push_back(ops::kernel_spec(ops::choose(cfg, DType::kBF16, 128, 64, true, arch)));
+    // The slab path (topk beyond the fused kernel's buffers): bf16 D 128 causal scores and their selection.
+    cfg.topk = 65536;
+    const ops::KernelChoice big = ops::choose(cfg, DType::kBF16, 128, 64, false, arch);
+    specs.push_back(ops::big_scores_spec(big));
+    specs.push_back(ops::big_select_spec(big));
     return specs;
   });
 }
