@@ -165,6 +165,13 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   CHECK(selected(rt, "gqa_fwd", {}, odd) == "gqa_fwd.portable.bf16.d128.bm128.bn32.causal.sm_90a");
   CHECK(attnjit::ops::hopper_kv_gap(*odd.find("k"), *odd.find("v"), false) ==
         "k: expected dim 2 stride to be a positive multiple of 16 bytes for TMA, got 0 elements");
+  // An axis of extent 0 or 1 is never stepped along, so any stride does (an empty S_kv, one head).
+  using attnjit::ops::tma_gap;
+  CHECK(tma_gap("k", fake_addr(1), {{1, 0}, {0, 0}, {2, 128}}).empty());
+  CHECK(tma_gap("k", fake_addr(1), {{2, 64}, {4, 12}}) ==
+        "k: expected dim 1 stride to be a positive multiple of 16 bytes for TMA, got 12 elements");
+  CHECK(tma_gap("v", static_cast<char*>(fake_addr(1)) + 8, {{2, 64}}) ==
+        "v: expected a 16-byte aligned base address for TMA");
   // Explicit 'hopper' never falls back: unsupported static properties are refused, naming why.
   CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(96), "sm_90a"),
                        doctest::Contains("gqa_fwd: unsupported: backend 'hopper': it serves head dims 64, 128 and 256, got 96"),

@@ -31,6 +31,9 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(o.lineinfo == false);
   CHECK(o.log_level == "warn");
   CHECK(o.arch.empty());
+  CHECK(o.gqa_tile.empty());
+  CHECK(o.decode_tile.empty());
+  CHECK(o.li_force_slab == false);
   CHECK(d.cache_max_bytes == o.cache_max_bytes);
 }
 
@@ -97,6 +100,19 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     env.set("ATTNJIT_ARCH", "sm_80");
     CHECK(RuntimeOptions::from_env().arch == "sm_80");
   }
+  SUBCASE("ATTNJIT_GQA_TILE, ATTNJIT_DECODE_TILE") {
+    env.set("ATTNJIT_GQA_TILE", "128x64x4");
+    env.set("ATTNJIT_DECODE_TILE", "128x8");
+    CHECK(RuntimeOptions::from_env().gqa_tile == "128x64x4");
+    CHECK(RuntimeOptions::from_env().decode_tile == "128x8");
+  }
+  SUBCASE("ATTNJIT_LI_FORCE_SLAB") {
+    env.set("ATTNJIT_LI_FORCE_SLAB", "1");
+    CHECK(RuntimeOptions::from_env().li_force_slab);
+    env.set("ATTNJIT_LI_FORCE_SLAB", "0");
+    CHECK(!RuntimeOptions::from_env().li_force_slab);
+    CHECK(RuntimeOptions::from_json({{"li_force_slab", true}}, RuntimeOptions::from_env()).li_force_slab);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -116,6 +132,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("disable: not a boolean") { var = "ATTNJIT_CACHE_DISABLE", value = "2"; }
   SUBCASE("no-JIT: not a boolean") { var = "ATTNJIT_NO_JIT", value = "TRUEISH"; }
   SUBCASE("lineinfo: not a boolean") { var = "ATTNJIT_LINEINFO", value = "y"; }
+  SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_LI_FORCE_SLAB", value = "yes please"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);
