@@ -287,6 +287,35 @@ void check_backend(detail::Backend backend, const std::string& arch) {
     throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
 }
 
+// The fields both kernel paths take from a validated device call: tensors, strides, sizes, the weight
+// scale 1 / sqrt(H * D). Refuses a batch beyond the 65535 their grids take.
+template <typename Params>
+void fill_call_params(Params& p, const IndexerConfig& cfg, const IndexerCall& call) {
+  if (call.B > 65535)
+    throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
+  const bool packed = call.cu_seqlens != nullptr;
+  p.q = call.q->data;
+  p.k = call.k->data;
+  p.weights = call.weights->data;
+  p.indices = static_cast<int*>(call.indices->data);
+  p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
+  p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
+  p.q_sb = call.q->strides[0];
+  p.q_st = call.q->strides[1];
+  p.q_sh = call.q->strides[2];
+  p.k_sb = call.k->strides[0];
+  p.k_ss = call.k->strides[1];
+  p.w_sb = call.weights->strides[0];
+  p.w_st = call.weights->strides[1];
+  p.w_sh = call.weights->strides[2];
+  p.T = static_cast<int>(call.T);
+  p.S = static_cast<int>(call.S);
+  p.H = static_cast<int>(call.H);
+  p.N = static_cast<int>(call.N);
+  p.compress_ratio = static_cast<int>(cfg.compress_ratio);
+  p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
+}
+
 class KernelPlan final : public detail::PlanImpl {
  public:
   KernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
@@ -306,28 +335,8 @@ class KernelPlan final : public detail::PlanImpl {
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
     if (call.B == 0) return;
-    if (call.B > 65535) throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
     kernels::LightningIndexerParams p{};
-    p.q = call.q->data;
-    p.k = call.k->data;
-    p.weights = call.weights->data;
-    p.indices = static_cast<int*>(call.indices->data);
-    p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
-    p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
-    p.q_sb = call.q->strides[0];
-    p.q_st = call.q->strides[1];
-    p.q_sh = call.q->strides[2];
-    p.k_sb = call.k->strides[0];
-    p.k_ss = call.k->strides[1];
-    p.w_sb = call.weights->strides[0];
-    p.w_st = call.weights->strides[1];
-    p.w_sh = call.weights->strides[2];
-    p.T = static_cast<int>(call.T);
-    p.S = static_cast<int>(call.S);
-    p.H = static_cast<int>(call.H);
-    p.N = static_cast<int>(call.N);
-    p.compress_ratio = static_cast<int>(cfg_.compress_ratio);
-    p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
+    fill_call_params(p, cfg_, call);
     CUlaunchConfig lc{};
     lc.gridDimX = static_cast<unsigned>((call.T + choice_.geo.R - 1) / choice_.geo.R);
     lc.gridDimY = static_cast<unsigned>(call.B);
@@ -408,34 +417,14 @@ class SlabPlan final : public detail::PlanImpl {
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
     if (call.B == 0) return;
-    if (call.B > 65535) throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
     const SlabLayout l = slab_layout(cfg_, call);
     const kernels::LiBigScoreGeometry geo = kernels::li_big_score_geometry(choice_.D, static_cast<int>(call.H));
     kernels::LightningIndexerBigParams p{};
-    p.q = call.q->data;
-    p.k = call.k->data;
-    p.weights = call.weights->data;
-    p.indices = static_cast<int*>(call.indices->data);
-    p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
-    p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
-    p.q_sb = call.q->strides[0];
-    p.q_st = call.q->strides[1];
-    p.q_sh = call.q->strides[2];
-    p.k_sb = call.k->strides[0];
-    p.k_ss = call.k->strides[1];
-    p.w_sb = call.weights->strides[0];
-    p.w_st = call.weights->strides[1];
-    p.w_sh = call.weights->strides[2];
+    fill_call_params(p, cfg_, call);
     p.slab_pitch = l.pitch;
-    p.T = static_cast<int>(call.T);
-    p.S = static_cast<int>(call.S);
-    p.H = static_cast<int>(call.H);
-    p.N = static_cast<int>(call.N);
-    p.compress_ratio = static_cast<int>(cfg_.compress_ratio);
     p.topk = static_cast<int>(cfg_.topk);
     p.max_cand = static_cast<int>(l.max_cand);
     p.tokens = geo.tokens;
-    p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
     // NOTE: the workspace lease (and its cross-stream ordering) is taken only when there are scores to stage.
     if (!l.scores) {
       launch_chunks(p, l, geo, call.T, stream);
