@@ -42,11 +42,12 @@ struct HopperRing {
   __device__ __forceinline__ unsigned full_v(int s) const { return bar0 + 8u * (2 + s); }
   __device__ __forceinline__ unsigned empty_k(int s) const { return bar0 + 8u * (4 + s); }
   __device__ __forceinline__ unsigned empty_v(int s) const { return bar0 + 8u * (6 + s); }
-  // One thread, before the CTA's first barrier.
-  __device__ __forceinline__ void init() const {
+  // One thread, before the CTA's first barrier. full_arrivals: arrivals that complete a full barrier's
+  // phase (1 for a TMA producer, whose bytes complete it; the copying threads for cp.async producers).
+  __device__ __forceinline__ void init(unsigned full_arrivals = 1) const {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_k(s), 1);
-      mbar_init(full_v(s), 1);
+      mbar_init(full_k(s), full_arrivals);
+      mbar_init(full_v(s), full_arrivals);
       mbar_init(empty_k(s), 4 * NWG);  // one arrival per consumer warp
       mbar_init(empty_v(s), 4 * NWG);
     }

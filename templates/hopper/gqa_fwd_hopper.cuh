@@ -21,11 +21,69 @@
 
 namespace attnjit::kernels {
 
+// Paged keys (gqa_paged_fwd's prefill path): the producer warpgroup's 128 threads copy the BN rows of
+// each K and V tile from their pool pages (key j: page page_table[b, j / page_size], slot j % page_size;
+// rows past kv_len zero) with cp.async into the ring's swizzled layout, thread i taking 16-byte chunks
+// i, i + 128, ... A tile is announced (128 arrivals on its full barriers) once the thread's copies of it
+// have landed and are fenced for the async proxy; tile t + 1 is issued before tile t is announced, so
+// one tile's copies are always in flight.
+template <typename T, int D, int BN, typename Ring>
+__device__ __forceinline__ void hopper_produce_paged(const Ring& ring, const GqaFwdParams& p, int b, int r, int n_first,
+                                                     int num_tiles, int kv_len) {
+  constexpr int kChunks = D / 8;
+  const int ptid = threadIdx.x - 256;
+  const T* kb = static_cast<const T*>(p.k) + static_cast<long long>(r) * p.k_sh;
+  const T* vb = static_cast<const T*>(p.v) + static_cast<long long>(r) * p.v_sh;
+  const int* page_row = p.page_table + b * p.pt_sb;
+  auto issue = [&](int t) {
+    const int s = t & 1;
+    const unsigned ph = (t >> 1) & 1;
+    const int n0 = n_first + t * BN;
+    mbar_wait(ring.empty_k(s), ph ^ 1);
+    mbar_wait(ring.empty_v(s), ph ^ 1);
+    unsigned char* sk = ring.k + s * Ring::kStageBytes;
+    unsigned char* sv = ring.v + s * Ring::kStageBytes;
+    for (int idx = ptid; idx < BN * kChunks; idx += 128) {
+      const int row = idx / kChunks, ch = idx % kChunks;
+      const int j = n0 + row;
+      const bool valid = j < kv_len;
+      long long off_k = 0, off_v = 0;
+      if (valid) {
+        const int page = __ldg(page_row + (j / p.page_size) * p.pt_sp);
+        const int slot = j % p.page_size;
+        off_k = static_cast<long long>(page) * p.k_sp + static_cast<long long>(slot) * p.k_ss + ch * 8;
+        off_v = static_cast<long long>(page) * p.v_sp + static_cast<long long>(slot) * p.v_ss + ch * 8;
+      }
+      const unsigned dst = (ch / 8) * (BN * 128) + swizzle128(row, ch % 8);
+      cp_async_16(sk + dst, kb + off_k, valid);
+      cp_async_16(sv + dst, vb + off_v, valid);
+    }
+    cp_async_commit();
+  };
+  auto announce = [&](int t) {
+    fence_proxy_async();
+    mbar_arrive(ring.full_k(t & 1));
+    mbar_arrive(ring.full_v(t & 1));
+  };
+  for (int t = 0; t < num_tiles; ++t) {
+    issue(t);
+    if (t > 0) {
+      cp_async_wait<1>();  // tile t - 1 landed (tile t may still be in flight)
+      announce(t - 1);
+    }
+  }
+  if (num_tiles > 0) {
+    cp_async_wait<0>();
+    announce(num_tiles - 1);
+  }
+}
+
 template <typename T, int D, int BN, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS>
 __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
   static_assert(sizeof(T) == 2, "gqa_fwd_hopper: 16-bit operands");
   static_assert(BN == 64 || BN == 128, "gqa_fwd_hopper: BN is 64 or 128");
-  static_assert(KV_MODE == kKvDense || (KV_MODE == kKvPacked && VARLEN), "gqa_fwd_hopper: dense or packed keys");
+  static_assert(KV_MODE == kKvDense || ((KV_MODE == kKvPacked || KV_MODE == kKvPaged) && VARLEN),
+                "gqa_fwd_hopper: dense keys, or packed or paged keys with packed queries");
   static_assert(!SINKS || VARLEN, "gqa_fwd_hopper: sinks come with packed queries");
   using Mma = MmaOp<T>;
   constexpr int BM = 128, kDT = D / 8;
@@ -47,6 +105,8 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   }
   if constexpr (KV_MODE == kKvDense) {
     kv_len = p.s_kv;
+  } else if constexpr (KV_MODE == kKvPaged) {
+    kv_len = p.kv_lens[b * p.kv_lens_s];
   } else {
     kv_off = p.cu_kv[b];
     kv_len = p.cu_kv[b + 1] - kv_off;
@@ -69,12 +129,17 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) ring.init();
+  if (threadIdx.x == 0) ring.init(KV_MODE == kKvPaged ? 128 : 1);
   __syncthreads();
 
   if (warp >= 8) {
-    // Producer warpgroup: one thread issues K(t) and V(t) for every tile.
-    setmaxnreg_dec<24>();
+    // Producer warpgroup: one thread issues K(t) and V(t) for every tile (TMA); paged keys: all 128
+    // threads copy rows with cp.async (hopper_produce_paged).
+    setmaxnreg_dec<KV_MODE == kKvPaged ? 40 : 24>();
+    if constexpr (KV_MODE == kKvPaged) {
+      hopper_produce_paged<T, D, BN>(ring, p, b, r, n_first, num_tiles, kv_len);
+      return;
+    }
     if (warp == 8 && lane == 0) {
       const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
@@ -91,7 +156,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   }
 
   // Consumer warpgroups.
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<KV_MODE == kKvPaged ? 232 : 240>();
   const int wg = warp / 4, wq = warp % 4;
   const T* qb = static_cast<const T*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;

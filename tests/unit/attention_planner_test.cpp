@@ -299,3 +299,31 @@ TEST_CASE("attention planner: the hopper backend of bsa_fwd, and what 'auto' pic
                            ->kernels_for(bsa_args(128, 128), "sm_80"),
                        doctest::Contains("sm_90a"), attnjit::Unsupported);
 }
+
+TEST_CASE("attention planner: gqa_paged_fwd's prefill path on the hopper backend") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  auto paged = [](DType kv) {
+    TensorArgs t{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
+                 {"k_pages", TensorRef::contiguous(fake_addr(1), kv, {9, 16, 2, 128}, kGpu)},
+                 {"v_pages", TensorRef::contiguous(fake_addr(2), kv, {9, 16, 2, 128}, kGpu)},
+                 {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, 5}, kGpu)},
+                 {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
+                 {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+                 {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {40, 8, 128}, kGpu)}};
+    if (kv == DType::kE4M3) {
+      t.set("k_scale", TensorRef::contiguous(fake_addr(6), DType::kF32, {3, 2}, kGpu));
+      t.set("v_scale", TensorRef::contiguous(fake_addr(7), DType::kF32, {3, 2}, kGpu));
+    }
+    return t;
+  };
+  // 'auto' on sm_90a: the portable prefill tile and split-KV decode path, plus the hopper prefill kernel.
+  const auto names = selected_all(rt, "gqa_paged_fwd", {}, paged(DType::kBF16));
+  REQUIRE(!names.empty());
+  CHECK(names.back() == "gqa_paged_fwd.hopper.bf16.d128.bm128.bn128.causal.paged.sm_90a");
+  // e4m3 pools stay portable under 'auto' and are refused by an explicit 'hopper'.
+  for (const auto& n : selected_all(rt, "gqa_paged_fwd", {}, paged(DType::kE4M3)))
+    CHECK(n.find(".hopper.") == std::string::npos);
+  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, paged(DType::kE4M3)),
+                       doctest::Contains("backend 'hopper': it reads 16-bit pools in q's dtype"), attnjit::Unsupported);
+}

@@ -240,6 +240,7 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
   k.window = cfg.has_window();
   k.softcap = cfg.softcap > 0;
   k.varlen = cfg.varlen;
+  k.kv_mode = cfg.varlen ? KvMode::kPacked : KvMode::kDense;
   k.sinks = sinks;
   k.arch = arch;
   return k;
@@ -250,7 +251,7 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
   s.op = op;
   s.template_file = "hopper/gqa_fwd_hopper.cuh";
   s.entry = fmt::format("attnjit::kernels::gqa_fwd_hopper<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
-                        k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, k.varlen ? 1 : 0, k.sinks);
+                        k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, static_cast<int>(k.kv_mode), k.sinks);
   s.fields = {{"backend", "hopper"},
               {"dtype", std::string(dtype_name(k.dtype))},
               {"head_dim", std::to_string(k.D)},
@@ -260,6 +261,7 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
               {"window", k.window ? "1" : "0"},
               {"softcap", k.softcap ? "1" : "0"},
               {"varlen", k.varlen ? "1" : "0"},
+              {"kv_mode", k.kv_mode == KvMode::kPaged ? "paged" : k.kv_mode == KvMode::kPacked ? "packed" : "dense"},
               {"sinks", k.sinks ? "1" : "0"}};
   s.arch = k.arch;
   std::string name = fmt::format("{}.hopper.{}.d{}.bm128.bn{}", op, dtype_name(k.dtype), k.D, k.BN);
@@ -267,6 +269,7 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
   if (k.window) name += ".window";
   if (k.softcap) name += ".softcap";
   if (k.sinks) name += ".sinks";
+  if (k.kv_mode == KvMode::kPaged) name += ".paged";
   s.name = name;
   return s;
 }

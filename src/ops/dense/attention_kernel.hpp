@@ -76,6 +76,7 @@ struct HopperAttentionChoice {
   DType dtype = DType::kBF16;
   int D = 0, BN = 0;
   bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
+  KvMode kv_mode = KvMode::kDense;  // dense, packed (varlen) or paged (gqa_paged_fwd's prefill path)
   std::string arch;
   // Must equal HopperRing<D, BN>::kSmemBytes: Q (128 rows), two stages of K and V, barriers, records,
   // alignment.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "jit/cuda_driver.hpp"
 #include "ops/common/op_helpers.hpp"
@@ -323,11 +324,15 @@ class PagedKernelPlan final : public detail::PlanImpl {
  public:
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
   using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
+  // hopper_kernel (optional): the hopper backend's kernel for the prefill path (gqa_paged_fwd, 16-bit
+  // pools); the split-KV decode path stays on the portable kernels.
   PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
-                  std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode)
+                  std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode,
+                  std::optional<HopperAttentionChoice> hopper = std::nullopt,
+                  std::shared_ptr<const jit::LoadedKernel> hopper_kernel = nullptr)
       : op_(op), gqa_(std::move(gqa)), validate_inputs_(validate_inputs), validate_(std::move(validate)),
         choice_(std::move(choice)), kernel_(std::move(kernel)), decode_(std::move(decode)),
-        workspace_(op, kernel_->device) {}
+        hopper_(std::move(hopper)), hopper_kernel_(std::move(hopper_kernel)), workspace_(op, kernel_->device) {}
 
   void prepare(const TensorArgs& tensors) const override {
     const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
@@ -350,6 +355,12 @@ class PagedKernelPlan final : public detail::PlanImpl {
     kernels::GqaFwdParams p = paged_params(gqa_, call);
     const int64_t q_rows = call.mha_decode ? call.S_q : call.T_q;
     if (!decode_like(call)) {
+      if (hopper_kernel_) {
+        kernels::GqaFwdHopperParams hp{};
+        hp.p = p;  // paged keys: the producer copies rows itself, no tensor maps
+        launch_hopper_attention(op_, *hopper_kernel_, *hopper_, hp, call.B, q_rows, call.H, call.H_kv, stream);
+        return;
+      }
       launch_attention(op_, *kernel_, choice_, p, call.B, q_rows, call.H, call.H_kv, stream);
       return;
     }
@@ -390,6 +401,8 @@ class PagedKernelPlan final : public detail::PlanImpl {
   AttentionKernelChoice choice_;
   std::shared_ptr<const jit::LoadedKernel> kernel_;
   DecodePath decode_;
+  std::optional<HopperAttentionChoice> hopper_;
+  std::shared_ptr<const jit::LoadedKernel> hopper_kernel_;
   mutable detail::PlanWorkspace workspace_;
 
   static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
@@ -422,18 +435,44 @@ AttentionKernelChoice choose_paged(const char* op, const GqaConfig& gqa, const P
                                  KvMode::kPaged, call.sinks != nullptr, arch, tile);
 }
 
+// The hopper backend serves gqa_paged_fwd's prefill path (16-bit pools in q's dtype): 'auto' takes it
+// where it serves, explicit 'hopper' refuses what it does not. The decode path stays portable.
+std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail::Backend backend, const GqaConfig& gqa,
+                                                         const PagedAttentionCall& call, const std::string& arch) {
+  if (backend == detail::Backend::kPortable) return std::nullopt;
+  const std::string gap = call.mha_decode ? std::string("it serves gqa_paged_fwd only")
+                          : call.kv_dtype != call.q_dtype
+                              ? std::string("it reads 16-bit pools in q's dtype")
+                              : hopper_attention_gap(gqa, call.q_dtype, call.compute_dtype, call.D, arch);
+  if (!gap.empty()) {
+    if (backend == detail::Backend::kHopper)
+      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", op, gap));
+    return std::nullopt;
+  }
+  GqaConfig g = gqa;
+  g.varlen = true;
+  HopperAttentionChoice k = choose_hopper_attention(g, call.q_dtype, call.D, call.sinks != nullptr, arch);
+  k.kv_mode = KvMode::kPaged;
+  return k;
+}
+
 // A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
 std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& rt, const char* op,
                                                           detail::Backend backend, const GqaConfig& gqa,
                                                           bool validate_inputs, PagedKernelPlan::Validate validate,
                                                           const PagedAttentionCall& call) {
   const std::string arch = rt.arch_for_device(call.device.index);
-  check_attention_backend(op, backend, arch);
+  std::optional<HopperAttentionChoice> hopper = paged_hopper_choice(op, backend, gqa, call, arch);
+  // TODO(wip): an explicit 'hopper' still runs decode-like calls on the portable split-KV kernels.
+  check_attention_backend(op, hopper ? detail::Backend::kPortable : backend, arch);
   AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
   auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
   DecodePath decode = load_decode_path(rt, op, choice, call.device.index);
+  std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
+  if (hopper) hopper_kernel = load_hopper_attention_kernel(rt, op, *hopper, call.device.index);
   return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
-                                           std::move(kernel), std::move(decode));
+                                           std::move(kernel), std::move(decode), std::move(hopper),
+                                           std::move(hopper_kernel));
 }
 
 class GqaPagedFwdOp final : public detail::OpInstance {
@@ -443,8 +482,12 @@ class GqaPagedFwdOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
-    check_attention_backend(kGqaPaged, backend_, arch);
-    return paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+    const auto hopper = paged_hopper_choice(kGqaPaged, backend_, cfg_, call, arch);
+    check_attention_backend(kGqaPaged, hopper ? detail::Backend::kPortable : backend_, arch);
+    auto specs =
+        paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+    if (hopper) specs.push_back(hopper_attention_kernel_spec(kGqaPaged, *hopper));
+    return specs;
   }
 
  protected:
