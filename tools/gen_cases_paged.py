@@ -308,6 +308,7 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
                                        d.out_dtype))
     if d.validate:
         config["validate_inputs"] = True
+    config["backend"] = "portable"  # the hopper grid (tools/gen_cases_paged_hopper.py) derives from these
     tensors["o"] = tensor(q_shape, d.cdt, POISON, output=True)
     tol = TOL["e4m3"] if d.fp8 else TOL[d.cdt]
 
@@ -844,6 +845,13 @@ def build_errors():
     t = mha_base(lens=(5, 3), PS=4)
     t["block_table"]["init"] = values([0, 1, -1, 999999])
     err("mha/content/block-table-entry-negative", M, dict(MHA_CFG, **VI), t, "content", "block_table: expected")
+    # ---------------- backend 'hopper' (on sm_90a; elsewhere it refuses for the arch) ----------------
+    err("gqa/unsupported/hopper-decode-like", G, {"backend": "hopper"}, gqa_base(), "unsupported",
+        "split-KV decode path, which has no hopper kernel", gpu_only=True)
+    err("gqa/unsupported/hopper-rope", G, {"backend": "hopper", "pos_encoding_mode": "rope", "rotary_dim": 32},
+        gqa_base(reqs=((20, 30), (40, 50)), rope_R=32), "unsupported", "backend 'hopper'", gpu_only=True)
+    err("mha/unsupported/hopper", M, dict(MHA_CFG, backend="hopper"), mha_base(), "unsupported",
+        "it serves gqa_paged_fwd only", gpu_only=True)
     return cases
 
 

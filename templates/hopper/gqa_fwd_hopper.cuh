@@ -24,57 +24,60 @@ namespace attnjit::kernels {
 // Paged keys (gqa_paged_fwd's prefill path): the producer warpgroup's 128 threads copy the BN rows of
 // each K and V tile from their pool pages (key j: page page_table[b, j / page_size], slot j % page_size;
 // rows past kv_len zero) with cp.async into the ring's swizzled layout, thread i taking 16-byte chunks
-// i, i + 128, ... A tile is announced (128 arrivals on its full barriers) once the thread's copies of it
-// have landed and are fenced for the async proxy; tile t + 1 is issued before tile t is announced, so
-// one tile's copies are always in flight.
+// i, i + 128, ... A tile is announced (128 arrivals on each of its full barriers) once the thread's copies
+// of it have landed and are fenced for the async proxy. Thread 0 also writes the tile's (n0, valid)
+// record, as the TMA producer does.
+// Order, for tile t: K(t + 1) is issued, then tile t is announced once its copies landed, then V(t + 1).
+// K(t + 1) reuses the K stage of tile t - 1, which the consumers free with that tile's S = Q K^T, before
+// they wait for tile t; V(t + 1) reuses the V stage of tile t - 1, which they free only after P V of
+// t - 1, which the overlapped mainloop issues after it has tile t's K: so V(t + 1) waits until tile t is
+// announced. (Issuing all of tile t + 1 before announcing tile t deadlocked from the third tile on.)
 template <typename T, int D, int BN, typename Ring>
 __device__ __forceinline__ void hopper_produce_paged(const Ring& ring, const GqaFwdParams& p, int b, int r, int n_first,
                                                      int num_tiles, int kv_len) {
   constexpr int kChunks = D / 8;
   const int ptid = threadIdx.x - 256;
-  const T* kb = static_cast<const T*>(p.k) + static_cast<long long>(r) * p.k_sh;
-  const T* vb = static_cast<const T*>(p.v) + static_cast<long long>(r) * p.v_sh;
   const int* page_row = p.page_table + b * p.pt_sb;
-  auto issue = [&](int t) {
+  // One operand (K or V) of tile t into its stage, after the consumers freed it; one cp.async group.
+  auto issue = [&](int t, bool is_v) {
     const int s = t & 1;
-    const unsigned ph = (t >> 1) & 1;
     const int n0 = n_first + t * BN;
-    mbar_wait(ring.empty_k(s), ph ^ 1);
-    mbar_wait(ring.empty_v(s), ph ^ 1);
-    unsigned char* sk = ring.k + s * Ring::kStageBytes;
-    unsigned char* sv = ring.v + s * Ring::kStageBytes;
+    mbar_wait(is_v ? ring.empty_v(s) : ring.empty_k(s), ((t >> 1) & 1) ^ 1);
+    // The tile's record, read by the consumers once the full_k barrier completes (this thread's arrival,
+    // which releases the write, is one of the 128 that complete it).
+    if (!is_v && ptid == 0) {
+      ring.records[2 * s] = n0;
+      ring.records[2 * s + 1] = BN;
+    }
+    const T* src = static_cast<const T*>(is_v ? p.v : p.k) + static_cast<long long>(r) * (is_v ? p.v_sh : p.k_sh);
+    const long long sp = is_v ? p.v_sp : p.k_sp, ss = is_v ? p.v_ss : p.k_ss;
+    unsigned char* dst0 = (is_v ? ring.v : ring.k) + s * Ring::kStageBytes;
     for (int idx = ptid; idx < BN * kChunks; idx += 128) {
       const int row = idx / kChunks, ch = idx % kChunks;
       const int j = n0 + row;
       const bool valid = j < kv_len;
-      long long off_k = 0, off_v = 0;
+      long long off = 0;
       if (valid) {
         const int page = __ldg(page_row + (j / p.page_size) * p.pt_sp);
-        const int slot = j % p.page_size;
-        off_k = static_cast<long long>(page) * p.k_sp + static_cast<long long>(slot) * p.k_ss + ch * 8;
-        off_v = static_cast<long long>(page) * p.v_sp + static_cast<long long>(slot) * p.v_ss + ch * 8;
+        off = static_cast<long long>(page) * sp + static_cast<long long>(j % p.page_size) * ss + ch * 8;
       }
-      const unsigned dst = (ch / 8) * (BN * 128) + swizzle128(row, ch % 8);
-      cp_async_16(sk + dst, kb + off_k, valid);
-      cp_async_16(sv + dst, vb + off_v, valid);
+      cp_async_16(dst0 + (ch / 8) * (BN * 128) + swizzle128(row, ch % 8), src + off, valid);
     }
     cp_async_commit();
   };
-  auto announce = [&](int t) {
+  if (num_tiles == 0) return;
+  issue(0, false);
+  issue(0, true);
+  for (int t = 0; t < num_tiles; ++t) {
+    const bool more = t + 1 < num_tiles;
+    if (more) issue(t + 1, false);
+    // Tile t's groups are complete when at most the one just issued (K(t + 1)) is pending.
+    if (more) cp_async_wait<1>();
+    else cp_async_wait<0>();
     fence_proxy_async();
     mbar_arrive(ring.full_k(t & 1));
     mbar_arrive(ring.full_v(t & 1));
-  };
-  for (int t = 0; t < num_tiles; ++t) {
-    issue(t);
-    if (t > 0) {
-      cp_async_wait<1>();  // tile t - 1 landed (tile t may still be in flight)
-      announce(t - 1);
-    }
-  }
-  if (num_tiles > 0) {
-    cp_async_wait<0>();
-    announce(num_tiles - 1);
+    if (more) issue(t + 1, true);
   }
 }
 

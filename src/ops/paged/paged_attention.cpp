@@ -297,6 +297,18 @@ kernels::GqaFwdParams paged_params(const GqaConfig& cfg, const PagedAttentionCal
   return p;
 }
 
+// Calls whose requests average at most 16 query rows take the split-KV decode path.
+bool paged_decode_like(const PagedAttentionCall& call) {
+  const int64_t tokens = call.mha_decode ? call.B * call.S_q : call.T_q;
+  return call.B > 0 && tokens > 0 && tokens * (call.H / call.H_kv) <= 16 * call.B;
+}
+// An explicit 'hopper' refuses decode-like calls: the decode path has portable kernels only.
+void refuse_hopper_decode(const char* op) {
+  throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': calls averaging at most 16 query rows per request "
+                                "take the split-KV decode path, which has no hopper kernel; use backend 'auto' or "
+                                "'portable'", op));
+}
+
 // The split-KV decode path of a paged plan: the decode tile with partial outputs, and the combine.
 struct DecodePath {
   AttentionKernelChoice choice;
@@ -325,17 +337,20 @@ class PagedKernelPlan final : public detail::PlanImpl {
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
   using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
   // hopper_kernel (optional): the hopper backend's kernel for the prefill path (gqa_paged_fwd, 16-bit
-  // pools); the split-KV decode path stays on the portable kernels.
+  // pools); the split-KV decode path has portable kernels only, so a plan of an explicit 'hopper'
+  // (hopper_only) refuses decode-like calls.
   PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
                   std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode,
                   std::optional<HopperAttentionChoice> hopper = std::nullopt,
-                  std::shared_ptr<const jit::LoadedKernel> hopper_kernel = nullptr)
+                  std::shared_ptr<const jit::LoadedKernel> hopper_kernel = nullptr, bool hopper_only = false)
       : op_(op), gqa_(std::move(gqa)), validate_inputs_(validate_inputs), validate_(std::move(validate)),
         choice_(std::move(choice)), kernel_(std::move(kernel)), decode_(std::move(decode)),
-        hopper_(std::move(hopper)), hopper_kernel_(std::move(hopper_kernel)), workspace_(op, kernel_->device) {}
+        hopper_(std::move(hopper)), hopper_kernel_(std::move(hopper_kernel)), hopper_only_(hopper_only),
+        workspace_(op, kernel_->device) {}
 
   void prepare(const TensorArgs& tensors) const override {
     const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
+    check_served(call);
     if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call)));
   }
   std::size_t workspace_bytes() const override { return workspace_.bytes(); }
@@ -349,6 +364,7 @@ class PagedKernelPlan final : public detail::PlanImpl {
                                         "D {}, sinks {}, {}; build a plan for the new signature", op_,
                                         kernel_->compiled->spec.describe(), dtype_name(call.q_dtype),
                                         dtype_name(call.kv_dtype), call.D, call.sinks != nullptr, device_name(call.device)));
+    check_served(call);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (validate_inputs_) check_contents(op_, call, call.mha_decode ? nullptr : &gqa_, stream);
@@ -403,12 +419,15 @@ class PagedKernelPlan final : public detail::PlanImpl {
   DecodePath decode_;
   std::optional<HopperAttentionChoice> hopper_;
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel_;
+  bool hopper_only_ = false;
   mutable detail::PlanWorkspace workspace_;
 
-  static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
-  bool decode_like(const PagedAttentionCall& call) const {
-    return call.B > 0 && tokens(call) > 0 && tokens(call) * (call.H / call.H_kv) <= 16 * call.B;
+  void check_served(const PagedAttentionCall& call) const {
+    if (hopper_only_ && decode_like(call)) refuse_hopper_decode(op_);
   }
+
+  static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
+  bool decode_like(const PagedAttentionCall& call) const { return paged_decode_like(call); }
   int splits(const PagedAttentionCall& call) const {
     const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
@@ -449,6 +468,7 @@ std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail:
       throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", op, gap));
     return std::nullopt;
   }
+  if (backend == detail::Backend::kHopper && paged_decode_like(call)) refuse_hopper_decode(op);
   GqaConfig g = gqa;
   g.varlen = true;
   HopperAttentionChoice k = choose_hopper_attention(g, call.q_dtype, call.D, call.sinks != nullptr, arch);
@@ -463,7 +483,6 @@ std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& r
                                                           const PagedAttentionCall& call) {
   const std::string arch = rt.arch_for_device(call.device.index);
   std::optional<HopperAttentionChoice> hopper = paged_hopper_choice(op, backend, gqa, call, arch);
-  // TODO(wip): an explicit 'hopper' still runs decode-like calls on the portable split-KV kernels.
   check_attention_backend(op, hopper ? detail::Backend::kPortable : backend, arch);
   AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
   auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
@@ -472,7 +491,7 @@ std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& r
   if (hopper) hopper_kernel = load_hopper_attention_kernel(rt, op, *hopper, call.device.index);
   return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
                                            std::move(kernel), std::move(decode), std::move(hopper),
-                                           std::move(hopper_kernel));
+                                           std::move(hopper_kernel), backend == detail::Backend::kHopper);
 }
 
 class GqaPagedFwdOp final : public detail::OpInstance {
@@ -540,6 +559,7 @@ class MhaDecodePagedOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
+    paged_hopper_choice(kMhaDecode, backend_, gqa_, call, arch);  // an explicit 'hopper' is refused, naming why
     check_attention_backend(kMhaDecode, backend_, arch);
     return paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
   }
