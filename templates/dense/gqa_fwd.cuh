@@ -14,6 +14,7 @@
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
 #include "dense/gqa_fwd_params.cuh"
+#include "dense/varlen_tile.cuh"
 
 namespace attnjit::kernels {
 
@@ -323,38 +324,6 @@ __device__ __forceinline__ void rope_rotate(typename Cfg::T* smem, typename Cfg:
   const int pad = cols16 - p.rotary_dim;
   for (int idx = threadIdx.x; idx < ROWS * pad; idx += Cfg::kThreads)
     lo_tile[(idx / pad) * Cfg::kPitch + p.rotary_dim + idx % pad] = from_float<T>(0.f);
-}
-
-// Varlen: maps the CTA's linear tile index to (request, tile within the request) by a warp-wide scan of
-// per-request tile counts. Returns false when the index lies past the last tile.
-template <int BM>
-__device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, int& tile) {
-  const int lane = threadIdx.x & 31;
-  const int g = p.group;
-  int acc = 0;
-  tile = blockIdx.x;
-  for (int base = 0; base < p.batch; base += 32) {
-    const int idx = base + lane;
-    const int len = idx < p.batch ? p.cu_q[idx + 1] - p.cu_q[idx] : 0;
-    const int tiles = (len * g + BM - 1) / BM;
-    int incl = tiles;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += n;
-    }
-    const int total = __shfl_sync(0xffffffffu, incl, 31);
-    if (tile < acc + total) {
-      const unsigned mask = __ballot_sync(0xffffffffu, tile < acc + incl);
-      const int first = __ffs(mask) - 1;
-      const int excl = __shfl_sync(0xffffffffu, incl - tiles, first);
-      b = base + first;
-      tile -= acc + excl;
-      return true;
-    }
-    acc += total;
-  }
-  return false;
 }
 
 template <typename T, typename TQ, typename TKV, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP,
