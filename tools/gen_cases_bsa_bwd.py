@@ -72,7 +72,8 @@ def metadata(rng, B, H, N_q, N_kv, K_max, counts, fixed, bs, sizes_rank, zero_fr
 
 
 def build_case(name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, K_max, counts, fixed=None,
-               fixed_in_config=False, sizes_rank=0, scale=None, validate=False, rng=None, padded=False):
+               fixed_in_config=False, sizes_rank=0, scale=None, validate=False, rng=None, padded=False,
+               backend="portable"):
     N_q, N_kv = -(-S_q // bs), -(-S_kv // bs)
     index, nums, sizes = metadata(rng, B, H, N_q, N_kv, K_max, counts, fixed, bs, sizes_rank)
     qs, ks = qshape(layout, B, H, S_q, D), qshape(layout, B, H_kv, S_kv, D)
@@ -100,6 +101,7 @@ def build_case(name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, K_max
         fwd_config["allow_empty_block_nums"] = True
     if validate:
         config["validate_inputs"] = True
+    config["backend"] = backend
     fwd_tensors = {n: n for n in ("q", "k", "v", "q2k_block_index", "o", "lse")}
     if nums is not None:
         fwd_tensors["q2k_block_nums"] = "q2k_block_nums"
@@ -307,8 +309,6 @@ def build_errors():
                                                            output=True)), "layout", "dq: expected a contiguous")
     err("layout/dv-not-contiguous", with_(base(), dv=tensor([1, 1, 130, 64], "fp16", OUTB, strides=[130 * 128, 130 * 128, 128, 1],
                                                            output=True)), "layout", "dv: expected a contiguous")
-    # unsupported
-    err("unsupported/hopper", base(), "unsupported", "backend 'hopper'", {"backend": "hopper"}, gpu_only=True)
     # content (validate_inputs)
     v = {"validate_inputs": True}
     t = base(nums=True)

@@ -16,14 +16,15 @@ def ss(tname, ptx, n):
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
     return f"""template <>
 struct Wgmma<{tname}, {n}> {{
-  // D[64 x {n}] (+)= A[64 x 16] (shared, K-major) * B[16 x {n}] (shared; K-major, or N-major when TRANS_B).
-  template <int TRANS_B>
+  // D[64 x {n}] (+)= A[64 x 16] (shared; K-major, or M-major when TRANS_A) * B[16 x {n}] (shared; K-major, or
+  // N-major when TRANS_B).
+  template <int TRANS_B, int TRANS_A = 0>
   static __device__ __forceinline__ void ss(float (&d)[{nreg}], unsigned long long da, unsigned long long db, int scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(nreg, 0)}}}, %{nreg}, %{nreg + 1}, p, 1, 1, 0, %{nreg + 3};\\n}}\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(nreg, 0)}}}, %{nreg}, %{nreg + 1}, p, 1, 1, %{nreg + 4}, %{nreg + 3};\\n}}\\n"
         : {outs}
-        : "l"(da), "l"(db), "r"(scale_d), "n"(TRANS_B));
+        : "l"(da), "l"(db), "r"(scale_d), "n"(TRANS_B), "n"(TRANS_A));
   }}
   // D[64 x {n}] += A[64 x 16] (registers, the m16n8k16 A layout per warp) * B[16 x {n}] (shared).
   template <int TRANS_B>

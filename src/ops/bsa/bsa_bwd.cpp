@@ -11,9 +11,11 @@
 #include <tuple>
 
 #include "bsa/bsa_bwd_params.cuh"
+#include "hopper/bsa_bwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
+#include "ops/dense/attention_kernel.hpp"  // tma_gap, encode_tma_rows
 #include "ops/bsa/reference_bwd.hpp"
 #include "ops/common/op_helpers.hpp"
 #include "runtime/op_registry.hpp"
@@ -140,7 +142,9 @@ jit::KernelSpec spec_of(const std::string& what, const std::string& entry,
   return s;
 }
 
-BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch) {
+// hopper: the main kernel is the hopper backend's (templates/hopper/bsa_bwd_hopper.cuh); the prep, route,
+// scan and dq kernels are the portable ones either way.
+BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch, bool hopper = false) {
   const std::string t(device_type(dt)), dn(dtype_name(dt));
   const std::vector<std::pair<std::string, std::string>> td = {{"dtype", dn}, {"head_dim", std::to_string(D)}};
   BwdKernels k;
@@ -156,15 +160,49 @@ BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch) {
                    fmt::format("{}.portable.{}.d{}.bs{}.bm{}", kOp, dn, D, bs, bm), arch);
   k.dq = spec_of("dq", fmt::format("attnjit::kernels::bsa_bwd_dq<{}, {}>", t, D), td,
                  fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
+  if (hopper) {
+    auto fields = td;
+    fields.push_back({"sparse_block_size", std::to_string(bs)});
+    k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_hopper<{}, {}, {}>", t, D, bs), fields,
+                     fmt::format("{}.hopper.{}.d{}.bs{}", kOp, dn, D, bs), arch);
+    k.main.template_file = "hopper/bsa_bwd_hopper.cuh";
+    k.main.fields[0].second = "hopper";
+  }
   return k;
 }
 
-void check_backend(detail::Backend backend, const std::string& arch) {
-  if (backend == detail::Backend::kHopper)
-    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
-                                  "'portable'", kOp));
+void check_portable(const std::string& arch) {
   if (arch_number(arch) < 80)
     throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+}
+
+// Why q, do, k and v cannot be the hopper kernel's TMA sources ("" when they can): 16-byte aligned bases,
+// head / row / batch strides multiples of 16 bytes.
+std::string hopper_tma_gap(const BwdCall& call) {
+  const BsaCall& c = call.base;
+  for (auto [name, t, heads, rows] : {std::tuple{"q", c.q, c.H_q, c.S_q}, std::tuple{"do", call.dout, c.H_q, c.S_q},
+                                      std::tuple{"k", c.k, c.H_kv, c.S_kv}, std::tuple{"v", c.v, c.H_kv, c.S_kv}}) {
+    const bsa::BhsStrides st = c.strides_of(*t);
+    const std::string gap = tma_gap(name, t->data, {{heads, st.h}, {rows, st.s}, {c.B, st.b}});
+    if (!gap.empty()) return gap;
+  }
+  return "";
+}
+
+// Why the hopper main kernel cannot serve a call ("" when it can): sm_90a and TMA-able tensors.
+std::string hopper_gap(const BwdCall& call, const std::string& arch) {
+  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  return hopper_tma_gap(call);
+}
+
+// backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
+// the call, the portable kernel elsewhere.
+bool use_hopper(detail::Backend backend, const BwdCall& call, const std::string& arch) {
+  if (backend == detail::Backend::kPortable) return false;
+  const std::string gap = hopper_gap(call, arch);
+  if (backend == detail::Backend::kHopper && !gap.empty())
+    throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+  return gap.empty();
 }
 
 // Workspace sections (bytes from the base, each 256-aligned) for a call's shapes.
@@ -200,8 +238,8 @@ class KernelPlan final : public detail::PlanImpl {
   struct Loaded {
     std::shared_ptr<const jit::LoadedKernel> prep, route, scan, main, dq;
   };
-  KernelPlan(const BwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k)
-      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)),
+  KernelPlan(const BwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
+      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper),
         workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
 
   void prepare(const TensorArgs& tensors) const override {
@@ -224,6 +262,9 @@ class KernelPlan final : public detail::PlanImpl {
       throw Unsupported(fmt::format("{}: B * H_q * N_q * max(K_max, sparse_block_size) must stay below 2^31 for this "
                                     "kernel's int32 lists and row indices, got B = {}, H_q = {}, N_q = {}, K_max = {}",
                                     kOp, c.B, c.H_q, c.N_q, c.K_max));
+    if (hopper_)
+      if (const std::string gap = hopper_tma_gap(call); !gap.empty())
+        throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(device_.index);
     if (cfg_.validate_inputs) bsa::BsaMetadataHost::load(kOp, c, stream).check_contents(kOp, /*allow_zero_counts=*/true);
@@ -241,9 +282,24 @@ class KernelPlan final : public detail::PlanImpl {
     launch(*k_.scan, 1, 1, 1, 1024, 0, cu_stream, &p, nullptr);
     mode = 1;
     launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
-    launch(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B), 256,
-           kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
-                                      kernels::bsa_bwd_block_m(static_cast<int>(c.bs))), cu_stream, &p, nullptr);
+    if (hopper_) {
+      kernels::BsaBwdHopperParams hp{};
+      hp.p = p;
+      const int bs = static_cast<int>(c.bs);
+      for (auto [map, name, t, heads, rows, box] :
+           {std::tuple{&hp.q_map, "q", c.q, c.H_q, c.S_q, 64}, std::tuple{&hp.do_map, "do", call.dout, c.H_q, c.S_q, 64},
+            std::tuple{&hp.k_map, "k", c.k, c.H_kv, c.S_kv, bs}, std::tuple{&hp.v_map, "v", c.v, c.H_kv, c.S_kv, bs}}) {
+        const bsa::BhsStrides st = c.strides_of(*t);
+        encode_tma_rows(kOp, name, *map, c.dtype, t->data, D_, heads, rows, c.B, st.h, st.s, st.b, box);
+      }
+      const kernels::BsaBwdHopperLayout layout{static_cast<int>(D_), bs};
+      launch_raw(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B),
+                 static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream, &hp);
+    } else {
+      launch(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B), 256,
+             kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
+                                        kernels::bsa_bwd_block_m(static_cast<int>(c.bs))), cu_stream, &p, nullptr);
+    }
     launch(*k_.dq, blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
            nullptr);
   }
@@ -259,6 +315,17 @@ class KernelPlan final : public detail::PlanImpl {
 
   static void launch(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
                      CUstream stream, kernels::BsaBwdParams* p, int* extra) {
+    void* args[] = {p, extra};
+    launch_args(k, gx, gy, gz, threads, smem, stream, args);
+  }
+  template <class Params>
+  static void launch_raw(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
+                         CUstream stream, Params* p) {
+    void* args[] = {p};
+    launch_args(k, gx, gy, gz, threads, smem, stream, args);
+  }
+  static void launch_args(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
+                          CUstream stream, void** args) {
     CUlaunchConfig lc{};
     lc.gridDimX = gx;
     lc.gridDimY = gy;
@@ -267,7 +334,6 @@ class KernelPlan final : public detail::PlanImpl {
     lc.blockDimY = lc.blockDimZ = 1;
     lc.sharedMemBytes = static_cast<unsigned>(smem);
     lc.hStream = stream;
-    void* args[] = {p, extra};
     const auto& drv = jit::CudaDriver::get();
     drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
               fmt::format("{}: cuLaunchKernelEx({})", kOp, k.compiled->spec.name).c_str());
@@ -348,6 +414,7 @@ class KernelPlan final : public detail::PlanImpl {
   int64_t D_;
   Device device_;
   Loaded k_;
+  bool hopper_ = false;
   std::unique_ptr<detail::PlanWorkspace> workspace_;
 };
 
@@ -358,8 +425,9 @@ class BsaBwdOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
-    check_backend(backend_, arch);
-    BwdKernels k = kernel_specs(call.base.dtype, call.base.D, static_cast<int>(call.base.bs), arch);
+    const bool hopper = use_hopper(backend_, call, arch);
+    if (!hopper) check_portable(arch);
+    BwdKernels k = kernel_specs(call.base.dtype, call.base.D, static_cast<int>(call.base.bs), arch, hopper);
     return {k.prep, k.route, k.scan, k.main, k.dq};
   }
 
@@ -367,7 +435,10 @@ class BsaBwdOp final : public detail::OpInstance {
   std::string signature(const TensorArgs& tensors) const override {
     const BwdCall call = validate(cfg_, tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index);
+    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
+    const bool hopper = backend_ == detail::Backend::kAuto &&
+                        use_hopper(backend_, call, rt_.arch_for_device(call.base.device.index));
+    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index, hopper);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
@@ -381,8 +452,9 @@ class BsaBwdOp final : public detail::OpInstance {
     const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const BsaCall& c = call.base;
     const std::string arch = rt_.arch_for_device(c.device.index);
-    check_backend(backend_, arch);
-    const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch);
+    const bool hopper = use_hopper(backend_, call, arch);
+    if (!hopper) check_portable(arch);
+    const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
     const int dev = c.device.index;
     KernelPlan::Loaded k;
     k.prep = rt_.kernels().loaded(specs.prep, dev);
@@ -390,10 +462,11 @@ class BsaBwdOp final : public detail::OpInstance {
     k.scan = rt_.kernels().loaded(specs.scan, dev);
     k.main = rt_.kernels().loaded(specs.main, dev);
     k.dq = rt_.kernels().loaded(specs.dq, dev);
-    const int smem = kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
-                                                 kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
+    const int smem = hopper ? kernels::BsaBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
+                            : kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
+                                                          kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
     require_dynamic_smem(kOp, *k.main, specs.main, smem);
-    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k));
+    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
   }
 
  private:
@@ -425,6 +498,7 @@ OpDefinition bsa_bwd_definition() {
           }
         }
         specs.push_back(k.main);
+        if (arch == "sm_90a") specs.push_back(ops::kernel_specs(dt, 128, bs, arch, /*hopper=*/true).main);
       }
     return specs;
   });

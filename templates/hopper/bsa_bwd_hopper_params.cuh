@@ -1,0 +1,36 @@
+// Launch parameters of the hopper bsa_bwd main kernel (templates/hopper/bsa_bwd_hopper.cuh): the
+// portable backward's parameters (the prep, route, scan and dq kernels are shared) plus the TMA maps of
+// K and V (4-d: D, KV head, key row, batch; boxes of 64 columns by BS rows) and of Q and dO (D, query
+// head, query row, batch; boxes of 64 columns by 64 rows), all with the 128-byte swizzle.
+#pragma once
+#include "bsa/bsa_bwd_params.cuh"
+
+namespace attnjit::kernels {
+
+struct alignas(64) BsaBwdHopperParams {
+  unsigned long long k_map[16];  // CUtensorMap bytes
+  unsigned long long v_map[16];
+  unsigned long long q_map[16];
+  unsigned long long do_map[16];
+  BsaBwdParams p;
+};
+
+// Shared-memory layout of bsa_bwd_hopper<T, D, BS> (bytes; every tile 1024-byte aligned): K and V of the
+// key block, a ring of (Q, dO, lse2, delta) stages for 64 query rows (three at block size 128, two at 64,
+// where two CTAs share an SM), dS^T buffers ([BS keys][64 rows] 16-bit; two when two consumer warpgroups
+// share them), the mbarriers (K/V, then full and empty per stage), alignment slack.
+struct BsaBwdHopperLayout {
+  int D, BS;
+  ATTNJIT_BSA_BWD_HD constexpr int consumer_warpgroups() const { return BS / 64; }
+  ATTNJIT_BSA_BWD_HD constexpr int threads() const { return (BS / 64 + 1) * 128; }
+  ATTNJIT_BSA_BWD_HD constexpr int kv_bytes() const { return BS * D * 2; }
+  ATTNJIT_BSA_BWD_HD constexpr int rows_bytes() const { return 64 * D * 2; }
+  ATTNJIT_BSA_BWD_HD constexpr int stages() const { return BS == 128 ? 3 : 2; }
+  ATTNJIT_BSA_BWD_HD constexpr int stage_bytes() const { return 2 * rows_bytes() + 1024; }  // + lse2, delta, padding
+  ATTNJIT_BSA_BWD_HD constexpr int ds_bytes() const { return BS * 128; }
+  ATTNJIT_BSA_BWD_HD constexpr int ds_buffers() const { return BS == 128 ? 2 : 1; }
+  ATTNJIT_BSA_BWD_HD constexpr int bar_offset() const { return 2 * kv_bytes() + stages() * stage_bytes() + ds_buffers() * ds_bytes(); }
+  ATTNJIT_BSA_BWD_HD constexpr int smem_bytes() const { return bar_offset() + 64 + 1024; }
+};
+
+}  // namespace attnjit::kernels
