@@ -1104,23 +1104,34 @@ def run_lightning_indexer(rt, T, causal, args, H=64, D=128, topk=2048):
         case_rows.append(result_row("lightning_indexer", name, impl, params, "torch composition", t, note, error,
                                     extra, rate=tflops_rate(flops)))
 
-    if rt is None:
-        row("attnjit lightning_indexer", error=args.rt_error)
-    else:
+    # The default backend ('auto'), then the hopper kernel explicitly (wgmma scores, TMA K ring; sm_90a),
+    # whose sampled rows must also hold the same index sets as the default's.
+    first_rows = None
+    for impl, extra_cfg in (("attnjit lightning_indexer", {}), ("attnjit lightning_indexer (hopper)", {"backend": "hopper"})):
+        if rt is None:
+            row(impl, error=args.rt_error)
+            continue
         try:
             tensors = {"q": q, "k": k, "weights": w, "indices": idx}
-            plan = rt.plan("lightning_indexer", {"topk": topk, "causal": causal}, tensors)
+            plan = rt.plan("lightning_indexer", {"topk": topk, "causal": causal, **extra_cfg}, tensors)
             call = plan.bind(tensors)
             idx.fill_(0x7FFFFFFF)
             call()
             torch.cuda.synchronize()
             ok, gap = indexer_rows_check(q, k, w, idx, topk, causal, sample)
+            rows_now = [sorted(idx[0, i].tolist()) for i in sample]
+            extra = {"check": "ok" if ok else "WRONG", "worst_gap_over_tol": gap}
+            if first_rows is None:
+                first_rows = rows_now
+            else:
+                same = sum(a == b for a, b in zip(first_rows, rows_now))
+                extra["same_sets_as_default"] = f"{same}/{len(sample)} sampled rows"
             t = bench(call, args.min_reps)
-            row("attnjit lightning_indexer", t, f"{100 * flops / (t['ms'] * 1e-3) / 1e12 / GEMM_CEILING_TFLOPS:.1f}% "
-                f"of the MMA ceiling", extra={"check": "ok" if ok else "WRONG", "worst_gap_over_tol": gap})
+            row(impl, t, f"{100 * flops / (t['ms'] * 1e-3) / 1e12 / GEMM_CEILING_TFLOPS:.1f}% of the MMA ceiling",
+                extra=extra)
             plan.close()
         except Exception as e:  # noqa: BLE001
-            row("attnjit lightning_indexer", error=f"{type(e).__name__}: {e}")
+            row(impl, error=f"{type(e).__name__}: {e}")
     try:
         peer = lambda: torch_lightning_indexer(q, k, w, topk, causal)  # noqa: E731
         got = peer()
@@ -1200,6 +1211,17 @@ def run_bsa_bwd_case(rt, c, args):
         rows.append(row("attnjit bsa_bwd", t, note=o_note))
     except Exception as e:  # noqa: BLE001
         rows.append(row("attnjit bsa_bwd", error=f"{type(e).__name__}: {e}"))
+    # The portable kernel on the same call ("auto" takes the hopper one on sm_90a).
+    try:
+        pdq, pdk, pdv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        ptensors = dict(tensors, dq=pdq, dk=pdk, dv=pdv)
+        plan = rt.plan("bsa_bwd", dict(cfg, backend="portable"), ptensors)
+        call = plan.bind(ptensors)
+        t = bench(call, min_reps=args.min_reps)
+        err = max(rel_l2(a, b) for a, b in zip(ours, (pdq, pdk, pdv))) if ours is not None else None
+        rows.append(row("attnjit bsa_bwd portable", t, note="err_peer: vs the auto plan's gradients", err=err))
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("attnjit bsa_bwd portable", error=f"{type(e).__name__}: {e}"))
 
     # FlexAttention: the same pattern as a BlockMask of full blocks (no mask_mod evaluation); its backward
     # through autograd on the compiled flex_attention, timed alone (retain_graph).

@@ -99,6 +99,7 @@ def make_case(rng, idx, prefix, dtype, B, T, H, D, topk, causal, r, docs, wkind,
     tag = f"{dtype}/b{B}t{T}h{H}d{D}k{topk}" + ("/causal" if causal else "") + (f"/r{r}" if r != 1 else "") + \
           (f"/packed{len(docs)}" if docs is not None else "") + (f"/w-{wkind}" if wkind != "mixed" else "") + \
           ("/det" if det else "") + ("/strided" if strided else "")
+    config = dict(config, backend="portable")  # tools/gen_cases_lightning_indexer_hopper.py derives the hopper grid
     case = {"name": f"{prefix}/{idx:03d}/{tag}", "op": OP, "config": config, "seed": rng.randrange(1, 2**31),
             "tensors": tensors, "compare": {"indices": cmp}}
     if det:

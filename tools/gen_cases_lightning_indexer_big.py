@@ -169,7 +169,7 @@ def make_case(rng, name, dtype, shape, wkind, det, strided):
     tag = f"{dtype}/b{B}t{T}s{s.S}h{H}d{D}k{s.topk}" + ("/causal" if s.causal else "") + \
           (f"/r{s.r}" if s.r != 1 else "") + (f"/packed{len(s.docs)}" if s.docs is not None else "") + \
           (f"/w-{wkind}" if wkind != "mixed" else "") + ("/det" if det else "") + ("/strided" if strided else "")
-    case = {"name": f"{name}/{tag}", "op": OP, "config": indexer_config(s.topk, s.causal, s.r, det),
+    case = {"name": f"{name}/{tag}", "op": OP, "config": dict(indexer_config(s.topk, s.causal, s.r, det), backend="portable"),
             "seed": rng.randrange(1, 2**31), "tensors": tensors, "compare": {"indices": indexer_compare(det)}}
     if det:
         case["repeat"] = True

@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "indexer/lightning_indexer_big_params.cuh"
+#include "indexer/lightning_indexer_hopper_params.cuh"
 #include "indexer/lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
 #include "ops/common/op_helpers.hpp"
+#include "ops/dense/attention_kernel.hpp"
 #include "ops/indexer/reference.hpp"
 #include "runtime/host_copy.hpp"
 #include "runtime/op_registry.hpp"
@@ -188,7 +190,7 @@ void check_contents(const IndexerConfig& cfg, const IndexerCall& call, void* str
   }
 }
 
-std::string_view device_type_name(DType dt) { return dt == DType::kF16 ? "__half" : "__nv_bfloat16"; }
+// (device_type_name, tma_gap and encode_tma_rows come from ops/dense/attention_kernel.hpp.)
 
 struct KernelChoice {
   DType dtype = DType::kBF16;
@@ -200,6 +202,9 @@ struct KernelChoice {
   // asks for it (tests only).
   bool slab = false;
   kernels::LightningIndexerGeometry geo{};
+  // The hopper kernel (templates/indexer/lightning_indexer_hopper.cuh): wgmma scores, TMA K ring.
+  bool hopper = false;
+  kernels::LightningIndexerHopperGeometry hgeo{};
   std::string arch;
 };
 
@@ -279,12 +284,81 @@ std::vector<jit::KernelSpec> specs_for(const KernelChoice& k) {
   return {kernel_spec(k)};
 }
 
-void check_backend(detail::Backend backend, const std::string& arch) {
-  if (backend == detail::Backend::kHopper)
-    throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
-                                  "'portable'", kOp));
+// The portable backend serves sm_80+ (backend 'hopper' is decided by use_hopper before this runs).
+void check_backend(const std::string& arch) {
   if (arch_number(arch) < 80)
     throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+}
+
+// ---- hopper backend (templates/indexer/lightning_indexer_hopper.cuh) ----
+
+// The largest topk the hopper kernel's candidate buffers hold for (D, HP) (0: none).
+int hopper_max_topk(int D, int HP) {
+  int lo = 0, hi = 1 << 17;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (kernels::lightning_indexer_hopper_geometry(D, HP, mid).R >= 1) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Why the hopper kernel cannot serve calls with these static properties ("" when it can): sm_90a, 16-bit
+// inputs, D 64 or 128, a head tile whose token block is 64, 128 or 256 columns (not 192), topk within
+// its shared-memory buffers (topk = 0 launches nothing).
+std::string hopper_gap(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, const std::string& arch) {
+  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (dtype != DType::kF16 && dtype != DType::kBF16)
+    return fmt::format("it takes fp16 or bf16 q, k and weights, got {}", dtype_name(dtype));
+  if (D != 64 && D != 128) return fmt::format("it serves head dims 64 and 128, got {}", D);
+  const int HP = kernels::lightning_indexer_head_tile(static_cast<int>(H));
+  if (HP == 192) return fmt::format("it serves H up to 128 or from 193 to 256 (head tiles 8..128 and 256), got H = {}", H);
+  const int topk = static_cast<int>(std::min<int64_t>(cfg.topk, int64_t{1} << 20));
+  if (topk > 0 && kernels::lightning_indexer_hopper_geometry(static_cast<int>(D), HP, topk).R < 1)
+    return fmt::format("topk {} exceeds its shared-memory candidate buffers (at most {} for D {} and head tile {}); "
+                       "backend 'portable' takes any topk", cfg.topk, hopper_max_topk(static_cast<int>(D), HP), D, HP);
+  return "";
+}
+
+// Why k cannot be the hopper kernel's TMA source ("" when it can): a 16-byte aligned base, and token and
+// batch strides positive multiples of 16 bytes (no broadcast batch). An empty k (S = 0) is never loaded.
+std::string hopper_k_gap(const IndexerCall& call) {
+  if (call.S == 0) return "";
+  return tma_gap("k", call.k->data, {{call.k->shape[0], call.k->strides[0]}, {call.k->shape[1], call.k->strides[1]}});
+}
+
+KernelChoice choose_hopper(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed,
+                           const std::string& arch) {
+  KernelChoice k;
+  k.dtype = dtype;
+  k.D = static_cast<int>(D);
+  k.HP = kernels::lightning_indexer_head_tile(static_cast<int>(H));
+  k.topk = cfg.topk;
+  k.causal = cfg.causal;
+  k.packed = packed;
+  k.arch = arch;
+  k.hopper = true;
+  k.hgeo = kernels::lightning_indexer_hopper_geometry(k.D, k.HP, static_cast<int>(cfg.topk));
+  return k;
+}
+
+jit::KernelSpec hopper_kernel_spec(const KernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = "indexer/lightning_indexer_hopper.cuh";
+  s.entry = fmt::format("attnjit::kernels::lightning_indexer_hopper<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
+                        k.D, k.HP, k.topk, k.causal, k.packed);
+  s.fields = {{"backend", "hopper"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"head_tile", std::to_string(k.HP)},
+              {"topk", std::to_string(k.topk)},
+              {"causal", k.causal ? "1" : "0"},
+              {"packed", k.packed ? "1" : "0"}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.hopper.{}.d{}.h{}.k{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HP, k.topk,
+                       k.causal ? ".causal" : "", k.packed ? ".packed" : "");
+  return s;
 }
 
 // The fields both kernel paths take from a validated device call: tensors, strides, sizes, the weight
@@ -353,6 +427,58 @@ class KernelPlan final : public detail::PlanImpl {
     return fmt::format("{} kernel plan: {} (R {}, BN {}, CAP {}, {} B shared memory)", kOp,
                        kernel_->compiled->spec.describe(), choice_.geo.R, choice_.geo.BN, choice_.geo.CAP,
                        choice_.geo.smem_bytes);
+  }
+
+ private:
+  IndexerConfig cfg_;
+  KernelChoice choice_;
+  std::shared_ptr<const jit::LoadedKernel> kernel_;
+};
+
+// The hopper backend's fused kernel: the portable kernel's parameters plus the TMA map of k, encoded per call.
+class HopperKernelPlan final : public detail::PlanImpl {
+ public:
+  HopperKernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
+    const bool packed = call.cu_seqlens != nullptr;
+    if (call.dtype != choice_.dtype || call.D != choice_.D ||
+        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
+        call.device.index != kernel_->device)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
+                                        "H {}, packed {}, {}; build a plan for the new signature", kOp,
+                                        kernel_->compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H,
+                                        packed, device_name(call.device)));
+    if (const std::string gap = hopper_k_gap(call); !gap.empty())
+      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(call.device.index);
+    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
+    if (call.B == 0) return;
+    kernels::LightningIndexerHopperParams hp{};
+    fill_call_params(hp.p, cfg_, call);
+    // NOTE: with no candidates (S = 0) no CTA loads a tile, and k may have no address to encode.
+    if (call.S > 0)
+      encode_tma_rows(kOp, "k", hp.k_map, call.dtype, call.k->data, call.D, 1, call.S, call.B, 0, call.k->strides[1],
+                      call.B > 1 ? call.k->strides[0] : call.k->strides[1] * call.S, kernels::kLiHopperBN);
+    CUlaunchConfig lc{};
+    lc.gridDimX = static_cast<unsigned>((call.T + choice_.hgeo.R - 1) / choice_.hgeo.R);
+    lc.gridDimY = static_cast<unsigned>(call.B);
+    lc.gridDimZ = 1;
+    lc.blockDimX = kernels::kLiHopperThreads;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = static_cast<unsigned>(choice_.hgeo.smem_bytes);
+    lc.hStream = static_cast<CUstream>(stream);
+    void* args[] = {&hp};
+    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr), "lightning_indexer: cuLaunchKernelEx (hopper)");
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {} (R {}, COLS {}, BN {}, CAP {}, {} B shared memory)", kOp,
+                       kernel_->compiled->spec.describe(), choice_.hgeo.R, choice_.hgeo.COLS, kernels::kLiHopperBN,
+                       choice_.hgeo.CAP, choice_.hgeo.smem_bytes);
   }
 
  private:
@@ -504,7 +630,11 @@ class LightningIndexerOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    check_backend(backend_, arch);
+    if (use_hopper(call, arch)) {
+      if (cfg_.topk == 0) return {};
+      return {hopper_kernel_spec(choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch))};
+    }
+    check_backend(arch);
     if (cfg_.topk == 0) return {};
     return specs_for(
         choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch, rt_.options().li_force_slab));
@@ -514,9 +644,11 @@ class LightningIndexerOp final : public detail::OpInstance {
   std::string signature(const TensorArgs& tensors) const override {
     const IndexerCall call = validate(cfg_, tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+    // The backend 'auto' may choose per call (use_hopper: k's strides), so the choice is part of the signature.
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, rt_.arch_for_device(call.device.index));
+    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
                        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
-                       call.device.index);
+                       call.device.index, hopper);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
@@ -529,7 +661,14 @@ class LightningIndexerOp final : public detail::OpInstance {
       });
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.device.index);
-    check_backend(backend_, arch);
+    if (use_hopper(call, arch)) {
+      if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
+      KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
+      auto kernel = rt_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
+      require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
+      return std::make_shared<HopperKernelPlan>(cfg_, std::move(choice), std::move(kernel));
+    }
+    check_backend(arch);
     if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
     KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
                                  rt_.options().li_force_slab);
@@ -555,6 +694,20 @@ class LightningIndexerOp final : public detail::OpInstance {
  private:
   LightningIndexerOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
       : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  // backend 'hopper' takes the hopper kernel or fails naming why; 'portable' takes the portable kernels
+  // (fused, or the slab path beyond its buffers); 'auto' takes the hopper kernel wherever it serves the call
+  // (k addressable by TMA, topk > 0; not under ATTNJIT_LI_FORCE_SLAB, which keeps exercising the portable
+  // slab path) and the portable kernels elsewhere.
+  bool use_hopper(const IndexerCall& call, const std::string& arch) const {
+    if (backend_ == detail::Backend::kPortable) return false;
+    const std::string gap = hopper_gap(cfg_, call.dtype, call.D, call.H, arch);
+    if (backend_ == detail::Backend::kHopper) {
+      if (!gap.empty()) throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+      return true;
+    }
+    return gap.empty() && cfg_.topk > 0 && !rt_.options().li_force_slab &&
+           hopper_k_gap(call).empty();
+  }
   IndexerConfig cfg_;
 };
 
@@ -587,6 +740,18 @@ OpDefinition lightning_indexer_definition() {
     const ops::KernelChoice big = ops::choose(cfg, DType::kBF16, 128, 64, false, arch);
     specs.push_back(ops::big_scores_spec(big));
     specs.push_back(ops::big_select_spec(big));
+    // The hopper kernel where the target has it (sm_90a): the shape in both dtypes, causal and not,
+    // and bf16 causal packed.
+    cfg.topk = 2048;
+    if (ops::hopper_gap(cfg, DType::kBF16, 128, 64, arch).empty()) {
+      for (DType dt : {DType::kBF16, DType::kF16})
+        for (bool causal : {false, true}) {
+          cfg.causal = causal;
+          specs.push_back(ops::hopper_kernel_spec(ops::choose_hopper(cfg, dt, 128, 64, false, arch)));
+        }
+      cfg.causal = true;
+      specs.push_back(ops::hopper_kernel_spec(ops::choose_hopper(cfg, DType::kBF16, 128, 64, true, arch)));
+    }
     return specs;
   });
 }
