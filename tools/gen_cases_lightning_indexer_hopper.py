@@ -24,21 +24,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import dumps_one_case_per_line, write_cases_text  # noqa: E402
 from gen_cases_lightning_indexer import make_case, sum_candidates  # noqa: E402
+from gen_cases_lightning_indexer_big import SMEM_LIMIT, head_tile  # noqa: E402  (the kernels' shared limits)
 
 SEED = 0x11D3C6
 MAX_WORK = 6e8
-SMEM_LIMIT = 227 * 1024
 BN = 128
-
-
-def head_tile(H):
-    if H <= 8:
-        return 8
-    if H <= 16:
-        return 16
-    if H <= 32:
-        return 32
-    return (H + 63) // 64 * 64
 
 
 def hopper_geometry(D, HP, topk):
