@@ -327,3 +327,54 @@ TEST_CASE("attention planner: gqa_paged_fwd's prefill path on the hopper backend
   CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, paged(DType::kE4M3)),
                        doctest::Contains("backend 'hopper': it reads 16-bit pools in q's dtype"), attnjit::Unsupported);
 }
+
+TEST_CASE("attention planner: explicit 'hopper' refuses the paged split-KV decode path") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  // Three requests of one query token, 8 query heads over 2 KV heads: 4 rows per request (decode-like).
+  TensorArgs t{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 8, 128}, kGpu)},
+               {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kBF16, {9, 16, 2, 128}, kGpu)},
+               {"v_pages", TensorRef::contiguous(fake_addr(2), DType::kBF16, {9, 16, 2, 128}, kGpu)},
+               {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, 5}, kGpu)},
+               {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
+               {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+               {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {3, 8, 128}, kGpu)}};
+  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, t),
+                       doctest::Contains("backend 'hopper': calls averaging at most 16 query rows per request take "
+                                         "the split-KV decode path"),
+                       attnjit::Unsupported);
+  // 'auto' plans it (the plan's decode path is the portable split-KV tile).
+  bool split = false;
+  for (const auto& n : selected_all(rt, "gqa_paged_fwd", {}, t))
+    split = split || (n.find(".portable.") != std::string::npos && n.find(".split.") != std::string::npos);
+  CHECK(split);
+}
+
+TEST_CASE("attention planner: bsa_bwd's main kernel per backend") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  // BHSD, B 1, H 2 over H_kv 1, S_q 200, S_kv 300, D 128, sparse blocks of 128 (N_q 2, N_kv 3), K_max 2.
+  auto bhsd = [](int64_t h, int64_t s) { return std::vector<int64_t>{1, h, s, 128}; };
+  TensorArgs t;
+  int slot = 0;
+  for (const char* n : {"do", "q", "o", "dq"}) t.set(n, TensorRef::contiguous(fake_addr(slot++), DType::kBF16, bhsd(2, 200), kGpu));
+  for (const char* n : {"k", "v", "dk", "dv"}) t.set(n, TensorRef::contiguous(fake_addr(slot++), DType::kBF16, bhsd(1, 300), kGpu));
+  t.set("lse", TensorRef::contiguous(fake_addr(slot++), DType::kF32, {1, 2, 200}, kGpu));
+  t.set("q2k_block_index", TensorRef::contiguous(fake_addr(slot++), DType::kI32, {1, 2, 2, 2}, kGpu));
+  const nlohmann::json cfg = {{"sparse_block_size", 128}};
+  auto main_of = [&](const nlohmann::json& config) {
+    for (const auto& n : selected_all(rt, "bsa_bwd", config, t))
+      if (n.find(".prep.") == std::string::npos && n.find(".route.") == std::string::npos &&
+          n.find(".scan.") == std::string::npos && n.find(".dq.") == std::string::npos)
+        return n;
+    return std::string();
+  };
+  CHECK(main_of(cfg) == "bsa_bwd.hopper.bf16.d128.bs128.sm_90a");
+  CHECK(main_of(nlohmann::json{{"sparse_block_size", 128}, {"backend", "hopper"}}) == "bsa_bwd.hopper.bf16.d128.bs128.sm_90a");
+  CHECK(main_of(nlohmann::json{{"sparse_block_size", 128}, {"backend", "portable"}}) ==
+        "bsa_bwd.portable.bf16.d128.bs128.bm64.sm_90a");
+  // Other archs: 'auto' takes the portable kernel; an explicit 'hopper' is refused, naming why.
+  CHECK(rt.impl().op("bsa_bwd", cfg)->kernels_for(t, "sm_80").size() == 5);
+  CHECK_THROWS_WITH_AS(rt.impl().op("bsa_bwd", {{"sparse_block_size", 128}, {"backend", "hopper"}})->kernels_for(t, "sm_80"),
+                       doctest::Contains("bsa_bwd: unsupported: backend 'hopper': it needs sm_90a"), attnjit::Unsupported);
+}
