@@ -4,9 +4,10 @@
 // kernel are shared with the portable backend.
 //
 // One CTA per (key block, KV head, batch), as the portable kernel. BS / 64 consumer warpgroups own 64
-// keys each; one producer warpgroup (one thread) loads K and V of the block once, then walks the
-// block's list of query slots (64 query rows of one query head of the group) and loads each slot's Q,
-// dO (TMA, 64-column boxes, 128-byte swizzle) and lse2, delta (bulk copies) into a two-stage ring.
+// keys each; one producer warp loads K and V of the block once, then walks the block's list of query
+// slots (64 query rows of one query head of the group) and loads each slot's Q, dO (TMA, 64-column
+// boxes, 128-byte swizzle; lane 0) and lse2, delta (plain copies, all lanes) into a ring of three stages
+// (two at block size 64).
 // Per slot, per consumer warpgroup (M = its 64 keys, N = the slot's 64 query rows):
 //   S^T = K Q^T, dP^T = V dO^T               (SS, both operands K-major)
 //   P^T = exp2(S^T scale log2(e) - lse2)      (0 for keys past the block's length), dS^T = P^T (dP^T - delta)
@@ -16,9 +17,9 @@
 // At the end dK * scale and dV are stored for every key row < S_kv of the block (zeros when unselected).
 //
 // Registers per consumer thread (D = 128): dK 64 + dV 64 fp32 accumulators across slots, S^T 32 + dP^T
-// 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32. Shared memory (D = 128): K, V 2 x BS x 256 B,
-// ring 2 x (32 KB + 1 KB), dS^T 16 KB per buffer: 163 KB at BS = 128, 107 KB at BS = 64 (two CTAs per SM,
-// one consumer warpgroup each).
+// 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32 (ptxas: no spills, no wgmma serialisation).
+// Shared memory (D = 128): K, V 2 x BS x 256 B, ring stages of 32 KB + 1 KB, dS^T BS x 128 B per buffer
+// (two at BS = 128): 196 KB at BS = 128, 107 KB at BS = 64 (two CTAs per SM, one consumer warpgroup each).
 // dQ accumulates with fp32 atomics and the list order comes from atomic cursors: not bitwise deterministic.
 #pragma once
 #include "bsa/bsa_bwd.cuh"
