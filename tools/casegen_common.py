@@ -9,6 +9,7 @@ helper (a dict's key order, a rounding, the number of random draws) changes ever
 """
 import argparse
 import bisect
+import copy
 import json
 import os
 import struct
@@ -301,6 +302,17 @@ def case_args(doc, count=None, out_dir=True, out_file=None):
     if count is not None:
         ap.add_argument("--count", type=int, default=count)
     return ap
+
+
+def pinned_to(case, backend="hopper", prefix="hopper/", suffix="", drop=()):
+    """A copy of a generated case run on another backend: config["backend"] set (the portable grids say
+    "portable"), the config keys in drop removed, the name prefixed and suffixed."""
+    c = copy.deepcopy(case)
+    c["config"]["backend"] = backend
+    for k in drop:
+        c["config"].pop(k, None)
+    c["name"] = prefix + c["name"] + suffix
+    return c
 
 
 def derive_cases(gpu_dir, pairs, eligible, transform, extra=lambda name: []):

@@ -10,21 +10,13 @@ tools/gen_cases_bsa_bwd.py first (this reads its outputs).
 Usage: python3 tools/gen_cases_bsa_bwd_hopper.py [--out-dir tests/cases]
 """
 import argparse
-import copy
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases  # noqa: E402
+from casegen_common import derive_cases, pinned_to  # noqa: E402
 from gen_cases_bsa_bwd import build_case  # noqa: E402
-
-
-def hopperise(case):
-    c = copy.deepcopy(case)
-    c["config"]["backend"] = "hopper"  # the source cases say "portable"
-    c["name"] = "hopper/" + c["name"]
-    return c
 
 
 def extra_cases(count):
@@ -57,7 +49,7 @@ def main():
     args = ap.parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     derive_cases(gpu, [("bsa_bwd_grid.json", "bsa_bwd_hopper_grid.json"), ("bsa_bwd_small.json", "bsa_bwd_hopper_small.json")],
-                 lambda c: True, hopperise, lambda dst: extra_cases(16) if dst.endswith("grid.json") else [])
+                 lambda c: True, pinned_to, lambda dst: extra_cases(16) if dst.endswith("grid.json") else [])
 
 
 if __name__ == "__main__":

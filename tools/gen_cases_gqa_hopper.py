@@ -12,13 +12,12 @@ compute-sanitizer). Run tools/gen_cases_gqa.py first (this reads its outputs).
 Usage: python3 tools/gen_cases_gqa_hopper.py [--out-dir tests/cases]
 """
 import argparse
-import copy
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases  # noqa: E402
+from casegen_common import derive_cases, pinned_to  # noqa: E402
 
 
 def strides_ok(t):
@@ -38,13 +37,6 @@ def eligible(case):
     if t["q"]["shape"][-1] not in (64, 128, 256):
         return False
     return strides_ok(t["k"]) and strides_ok(t["v"])
-
-
-def hopperise(case, suffix=""):
-    c = copy.deepcopy(case)
-    c["config"]["backend"] = "hopper"  # the source cases say "portable"
-    c["name"] = "hopper/" + c["name"] + suffix
-    return c
 
 
 def extra_cases(rng):
@@ -113,7 +105,7 @@ def main():
     args = ap.parse_args()
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("gqa_grid.json", "gqa_hopper_grid.json"), ("gqa_small.json", "gqa_hopper_small.json")], eligible,
-                 hopperise, lambda dst: extra_cases(random.Random(0x40FF)) if dst == "gqa_hopper_grid.json" else [])
+                 pinned_to, lambda dst: extra_cases(random.Random(0x40FF)) if dst == "gqa_hopper_grid.json" else [])
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ Standard library only; deterministic.
 Usage: python3 tools/gen_cases_lightning_indexer_hopper.py [--out-dir tests/cases/gpu]
 """
 import argparse
-import copy
 import json
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import dumps_one_case_per_line, write_cases_text  # noqa: E402
+from casegen_common import dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
 from gen_cases_lightning_indexer import make_case, sum_candidates  # noqa: E402
 from gen_cases_lightning_indexer_big import SMEM_LIMIT, head_tile  # noqa: E402  (the kernels' shared limits)
 
@@ -61,13 +60,6 @@ def served(case):
     if D not in (64, 128) or head_tile(H) == 192:
         return False
     return topk == 0 or hopper_geometry(D, head_tile(H), topk)[0] >= 1
-
-
-def hopperise(case, prefix="hopper/"):
-    c = copy.deepcopy(case)
-    c["config"]["backend"] = "hopper"
-    c["name"] = prefix + c["name"]
-    return c
 
 
 def extra_grid():
@@ -118,7 +110,7 @@ def extra_grid():
         det = rng.random() < 0.4
         strided = rng.random() < 0.2
         idx += 1
-        out.append(hopperise(make_case(rng, idx, "li-hopper-extra", dtype, B, T, H, D, topk, causal, r, docs, wkind,
+        out.append(pinned_to(make_case(rng, idx, "li-hopper-extra", dtype, B, T, H, D, topk, causal, r, docs, wkind,
                                        det, strided), prefix=""))
     # The issue's shape, scaled to what the CPU reference checks in seconds; every token-block width of
     # H = 64 (topk large enough that R drops to 2 and 1: 128 and 64 columns); H = 256 (one token of 256 heads).
@@ -147,7 +139,7 @@ def extra_grid():
         S = (T // r) if docs is None else sum(L // r for L in docs)
         if B * sum_candidates(T, S, causal, r, docs) * H * D > 2.5e10:
             continue
-        out.append(hopperise(make_case(rng2, j, "li-hopper-fixed", dtype, B, T, H, D, topk, causal, r, docs, wkind,
+        out.append(pinned_to(make_case(rng2, j, "li-hopper-fixed", dtype, B, T, H, D, topk, causal, r, docs, wkind,
                                        det, strided), prefix=""))
     return out
 
@@ -162,7 +154,7 @@ def error_cases():
              ("topk-beyond-buffers", 1, 40, 64, 128, 40000, "topk 40000 exceeds its shared-memory candidate buffers")]
     for i, (tag, B, T, H, D, topk, msg) in enumerate(specs):
         c = make_case(rng, i, "li-hopper-error", "bf16", B, T, H, D, topk, True, 1, None, "mixed", False, False)
-        c = hopperise(c, prefix="")
+        c = pinned_to(c, prefix="")
         c["name"] = f"li-hopper-error/unsupported/{tag}"
         del c["compare"]
         c["expect_error"] = {"category": "unsupported", "contains": "backend 'hopper': " + msg}
@@ -188,7 +180,7 @@ def small_extra():
     out = []
     for i, s in enumerate(specs):
         dtype, B, T, H, D, topk, causal, r, docs, wkind, det, strided = s
-        out.append(hopperise(make_case(rng, i, "li-hopper-small", dtype, B, T, H, D, topk, causal, r, docs, wkind, det,
+        out.append(pinned_to(make_case(rng, i, "li-hopper-small", dtype, B, T, H, D, topk, causal, r, docs, wkind, det,
                                        strided), prefix=""))
     return out
 
@@ -199,12 +191,12 @@ def main():
     ap.add_argument("--out-dir", default=os.path.join(root, "tests/cases/gpu"))
     args = ap.parse_args()
     with open(os.path.join(args.out_dir, "lightning_indexer_grid.json")) as f:
-        grid = [hopperise(c) for c in json.load(f)["cases"] if served(c)]
+        grid = [pinned_to(c) for c in json.load(f)["cases"] if served(c)]
     grid += extra_grid() + error_cases()
     write_cases_text(os.path.join(args.out_dir, "lightning_indexer_hopper_grid.json"), grid,
                      dumps_one_case_per_line(grid))
     with open(os.path.join(args.out_dir, "lightning_indexer_small.json")) as f:
-        small = [hopperise(c) for c in json.load(f)["cases"] if served(c)]
+        small = [pinned_to(c) for c in json.load(f)["cases"] if served(c)]
     small += small_extra()
     write_cases_text(os.path.join(args.out_dir, "lightning_indexer_hopper_small.json"), small,
                      dumps_one_case_per_line(small))

@@ -11,12 +11,11 @@ tools/gen_cases_paged.py first (this reads its outputs).
 Usage: python3 tools/gen_cases_paged_hopper.py [--out-dir tests/cases]
 """
 import argparse
-import copy
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases  # noqa: E402
+from casegen_common import derive_cases, pinned_to  # noqa: E402
 
 
 def eligible(case):
@@ -32,20 +31,13 @@ def eligible(case):
     return T * (H // H_kv) > 16 * B
 
 
-def hopperise(case):
-    c = copy.deepcopy(case)
-    c["config"]["backend"] = "hopper"  # the source cases say "portable"
-    c["name"] = "hopper/" + c["name"]
-    return c
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cases"))
     args = ap.parse_args()
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("paged_attention_grid.json", "paged_hopper_grid.json"),
-                  ("paged_attention_small.json", "paged_hopper_small.json")], eligible, hopperise)
+                  ("paged_attention_small.json", "paged_hopper_small.json")], eligible, pinned_to)
 
 
 if __name__ == "__main__":
