@@ -1222,13 +1222,24 @@ def run_bsa_bwd_case(rt, c, args):
         rows.append(row("attnjit bsa_bwd portable", t, note="err_peer: vs the auto plan's gradients", err=err))
     except Exception as e:  # noqa: BLE001
         rows.append(row("attnjit bsa_bwd portable", error=f"{type(e).__name__}: {e}"))
+    # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process.
+    for ab_name, ab_rt in args.ab_rts:
+        try:
+            adq, adk, adv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            atensors = dict(tensors, dq=adq, dk=adk, dv=adv)
+            call = ab_rt.plan("bsa_bwd", cfg, atensors).bind(atensors)
+            t = bench(call, min_reps=args.min_reps)
+            err = max(rel_l2(a, b) for a, b in zip(ours, (adq, adk, adv))) if ours is not None else None
+            rows.append(row(f"attnjit bsa_bwd [{ab_name}]", t, note="err_peer: vs the --lib plan's gradients", err=err))
+        except Exception as e:  # noqa: BLE001
+            rows.append(row(f"attnjit bsa_bwd [{ab_name}]", error=f"{type(e).__name__}: {e}"))
 
     # FlexAttention: the same pattern as a BlockMask of full blocks (no mask_mod evaluation); its backward
     # through autograd on the compiled flex_attention, timed alone (retain_graph).
     try:
         bm = bsa_block_mask(index, B, H, N, K, bs)
         fq, fk, fv = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
-        out = flex_compiled()(fq, fk, fv, block_mask=bm, scale=scale)
+        out = flex_compiled()(fq, fk, fv, block_mask=bm, scale=scale, **flex_block_kwargs(bs))
 
         def flex_bwd():
             return torch.autograd.grad(out, (fq, fk, fv), do, retain_graph=True)
@@ -1238,7 +1249,8 @@ def run_bsa_bwd_case(rt, c, args):
         err = None
         if ours is not None:
             err = max(rel_l2(a, b) for a, b in zip(ours, grads))
-        rows.append(row("flex backward", t, note="torch.compile(flex_attention), autograd.grad", err=err))
+        rows.append(row("flex backward", t, note="torch.compile(flex_attention), autograd.grad"
+                        + (f", {bs}-token tiles" if bs < 128 else ""), err=err))
     except Exception as e:  # noqa: BLE001
         rows.append(row("flex backward", error=f"{type(e).__name__}: {e}"))
     peer = next((r for r in rows if r["impl"] == "flex backward" and "ms" in r), None)
@@ -1255,6 +1267,15 @@ def bsa_cases(quick):
     # (B, H, S, D, block size, active blocks per query block)
     cases = [(1, 32, 16384, 128, 128, 16), (1, 32, 16384, 128, 64, 32)]
     return cases[:1] if quick else cases
+
+
+def flex_block_kwargs(bs):
+    """flex_attention's default tiles are 128 on Hopper and refuse a BlockMask of 64-token blocks ("Q and KV
+    block size must be divisible by BLOCK_M and BLOCK_N"): below 128, ask for tiles of the block size in
+    the forward (BLOCK_M / BLOCK_N) and both backward kernels (BLOCK_M1 / N1 for dK, dV; M2 / N2 for dQ)."""
+    if bs >= 128:
+        return {}
+    return {"kernel_options": {k: bs for k in ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2")}}
 
 
 def bsa_block_mask(index, B, H, N, K, bs):
@@ -1302,9 +1323,11 @@ def run_bsa_case(rt, c, args):
     try:
         bm = bsa_block_mask(index, B, H, N, K, bs)
         fx = flex_compiled()
-        peer_out = fx(q, k, v, block_mask=bm, scale=scale)
-        t = bench(lambda: fx(q, k, v, block_mask=bm, scale=scale), min_reps=args.min_reps)
-        rows.append(row("flex (compiled)", t, note="torch.compile(flex_attention), BlockMask.from_kv_blocks"))
+        kw = flex_block_kwargs(bs)
+        peer_out = fx(q, k, v, block_mask=bm, scale=scale, **kw)
+        t = bench(lambda: fx(q, k, v, block_mask=bm, scale=scale, **kw), min_reps=args.min_reps)
+        rows.append(row("flex (compiled)", t, note="torch.compile(flex_attention), BlockMask.from_kv_blocks"
+                        + (f", {bs}-token tiles" if kw else "")))
     except Exception as e:  # noqa: BLE001
         rows.append(row("flex (compiled)", error=f"{type(e).__name__}: {e}"))
     # 'auto' takes the hopper kernel on sm_90a where it serves the call (block size 128); the portable
@@ -1348,6 +1371,8 @@ def main():
     ap.add_argument("--min-reps", type=int, default=20, help="at least this many timed repetitions (default 20)")
     ap.add_argument("--no-ref", action="store_true", help="skip the fp32 reference (errors vs peer only)")
     ap.add_argument("--no-varlen", action="store_true", help="skip the gqa_varlen_fwd rows")
+    ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
+                    help="another libattnjit.so timed beside --lib on the same tensors (bsa_bwd suite); repeatable")
     args = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -1381,6 +1406,11 @@ def main():
     except Exception as e:  # noqa: BLE001
         args.rt_error = f"{type(e).__name__}: {e}"
         meta["lib_error"] = args.rt_error
+    args.ab_rts = []
+    for spec in args.ab_lib:
+        ab_name, _, ab_path = spec.partition("=")
+        args.ab_rts.append((ab_name, aj.Runtime(json.loads(args.options) if args.options else None, lib=ab_path)))
+        meta.setdefault("ab_libs", {})[ab_name] = ab_path
     print(f"device {dev_name}; torch {torch.__version__}; triton {meta['triton']}; cudnn {meta['cudnn']}; "
           f"attnjit {meta.get('lib', args.rt_error)}")
 

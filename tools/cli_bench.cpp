@@ -354,7 +354,7 @@ void bsa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nloh
 }
 
 // lightning_indexer on the shapes: bf16, B = 1, H = 64, D = 128, topk = 2048, T = S, causal
-// (and one full shape). TFLOP/s of the score MMAs (2 T S H D, halved for causal) and the fraction of the
+// (and one full shape; topk 512 and 16 at 32k show what the selection costs). TFLOP/s of the score MMAs (2 T S H D, halved for causal) and the fraction of the
 // 801 TFLOP/s bf16 dense ceiling (GPU.md).
 void lightning_indexer_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
   struct Shape {
@@ -362,7 +362,7 @@ void lightning_indexer_bench(std::vector<Row>& rows, Runtime& rt, const BenchArg
     bool causal;
   };
   const Shape shapes[] = {{8192, 64, 128, 2048, true}, {32768, 64, 128, 2048, true}, {8192, 64, 128, 2048, false},
-                          {32768, 64, 128, 512, true}};
+                          {32768, 64, 128, 512, true}, {32768, 64, 128, 16, true}};
   const Device dev{DeviceKind::kCUDA, 0};
   for (const auto& sh : shapes) {
     const int64_t T = sh.T, S = sh.T;
