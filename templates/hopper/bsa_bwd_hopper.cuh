@@ -6,20 +6,21 @@
 // One CTA per (key block, KV head, batch), as the portable kernel. BS / 64 consumer warpgroups own 64
 // keys each; one producer warp loads K and V of the block once, then walks the block's list of query
 // slots (64 query rows of one query head of the group) and loads each slot's Q, dO (TMA, 64-column
-// boxes, 128-byte swizzle; lane 0) and lse2, delta (plain copies, all lanes) into a ring of three stages
-// (two at block size 64).
+// boxes, 128-byte swizzle; lane 0) and lse2, delta (plain copies, all lanes) into a two-stage ring.
 // Per slot, per consumer warpgroup (M = its 64 keys, N = the slot's 64 query rows):
 //   S^T = K Q^T, dP^T = V dO^T               (SS, both operands K-major)
 //   P^T = exp2(S^T scale log2(e) - lse2)      (0 for keys past the block's length), dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q                (RS: P^T, dS^T from registers; dO, Q N-major)
 //   dS^T -> shared memory; a barrier over the consumer warpgroups; then per 64-column chunk of D:
-//   dQ_chunk = dS K_chunk                     (SS: dS^T read M-major, K N-major), fp32 red.add into dq_acc.
+//   dQ_chunk = dS K_chunk                     (SS: dS^T read M-major, K N-major), added to dq_acc: at block
+//   size 128 staged in shared memory and added by one TMA reduce-add per 32-column box, at 64 by red.add.
 // At the end dK * scale and dV are stored for every key row < S_kv of the block (zeros when unselected).
 //
 // Registers per consumer thread (D = 128): dK 64 + dV 64 fp32 accumulators across slots, S^T 32 + dP^T
 // 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32 (ptxas: no spills, no wgmma serialisation).
-// Shared memory (D = 128): K, V 2 x BS x 256 B, ring stages of 32 KB + 1 KB, dS^T BS x 128 B per buffer
-// (two at BS = 128): 196 KB at BS = 128, 107 KB at BS = 64 (two CTAs per SM, one consumer warpgroup each).
+// Shared memory (D = 128): K, V 2 x BS x 256 B, two ring stages of 32 KB + 1 KB, dS^T BS x 128 B per
+// buffer (two at BS = 128), the dQ staging tile 32 KB (BS = 128): 195 KB at BS = 128, 107 KB at BS = 64
+// (two CTAs per SM, one consumer warpgroup each).
 // dQ accumulates with fp32 atomics and the list order comes from atomic cursors: not bitwise deterministic.
 #pragma once
 #include "bsa/bsa_bwd.cuh"
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   unsigned char* sV = base + kKV;
   unsigned char* sRing = base + 2 * kKV;  // [S][Q 64 x D | dO 64 x D | lse2 64 | delta 64 | pad]
   unsigned char* sDs = sRing + S * kStage;  // [ds_buffers][BS keys][64 rows] 16-bit, swizzled
+  unsigned char* sDq = sDs + L.ds_buffers() * kDsB;  // [dq_partials][D / 32 boxes][64 rows][128 B] fp32
   const unsigned bar0 = smem_addr(base + L.bar_offset());
   const unsigned kv_full = bar0;
   auto full = [&](int s) { return bar0 + 8u + 8u * s; };
@@ -79,8 +81,8 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int s = 0; s < S; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), 4 * NWG);  // one arrival per consumer warp
+      mbar_init(full(s), 32);  // every producer lane (each after its lse2 / delta store; lane 0 with the bytes)
+      mbar_init(empty(s), 128 * NWG);  // every consumer thread, after its last read of the stage
     }
     mbar_init_fence();
   }
@@ -89,8 +91,9 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   if (warp >= 4 * NWG) {
     setmaxnreg_dec<24>();
     // The producer warp: lane 0 issues the TMA loads; all 32 lanes copy the slot's lse2 and delta (one
-    // 16-byte chunk each) with plain loads and stores, ordered before lane 0's arrival by __syncwarp (plain
-    // stores keep them visible to compute-sanitizer's racecheck, which does not follow bulk copies).
+    // 16-byte chunk each) with plain loads and stores and then arrive on the stage's full barrier, so that
+    // each store is released by its own thread (racecheck follows that, not a __syncwarp before another
+    // lane's arrival).
     if (warp == 4 * NWG && n_slots > 0) {
       const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
@@ -115,7 +118,6 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
         const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
         const float4 x = *reinterpret_cast<const float4*>((lane < 16 ? p.lse2 : p.delta) + row0 + (lane % 16) * 4);
         *reinterpret_cast<float4*>(st + 2 * kRows + (lane / 16) * 256 + (lane % 16) * 16) = x;
-        __syncwarp();
         if (lane == 0) {
           mbar_arrive_expect_tx(full(s), 2 * kRows);
 #pragma unroll
@@ -123,6 +125,8 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
             tma_load_4d(smem_addr(st + c * 64 * 128), qmap, c * 64, h, m0, b, full(s));
             tma_load_4d(smem_addr(st + kRows + c * 64 * 128), domap, c * 64, h, m0, b, full(s));
           }
+        } else {
+          mbar_arrive(full(s));
         }
       }
     }
@@ -224,8 +228,10 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
       for (int kk = 0; kk < 4; ++kk) Wgmma<T, D>::template rs<1>(dk, da[kk], wgmma_desc_at(aQ + kk * 2048, 64 * 128, 1024));
       wgmma_commit();
 
-      // dS^T of all BS keys is in shared memory (and visible to the tensor cores) past this barrier.
+      // dS^T of all BS keys is in shared memory (and visible to the tensor cores) past this barrier, and
+      // the previous slot's dQ reduce-add has finished reading the staging tile.
       fence_proxy_async();
+      if (L.dq_tma() && threadIdx.x == 0) bulk_wait_read<0>();
       named_barrier(1, NWG * 128);
 
       // dQ[64 rows, chunk] += dS[:, keys] K[keys, chunk]: dS^T read M-major (8-key groups 1024 bytes
@@ -250,20 +256,49 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(dq);
+        if constexpr (L.dq_tma()) {
+          // Row r, columns col, col + 1 (col = chunk * 64 + nt * 8 + 2t) of this warpgroup's partial: box
+          // col / 32, 16-byte chunk (col % 32) / 4 of the box's swizzled 128-byte row, word (col % 4).
+          unsigned char* part = sDq + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          red_add_f32x2(acc + (c0 + ci) * 64 + nt * 8, dq[nt * 4], dq[nt * 4 + 1]);
-          red_add_f32x2(acc + 8 * D + (c0 + ci) * 64 + nt * 8, dq[nt * 4 + 2], dq[nt * 4 + 3]);
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int row = wq * 16 + g8 + hf * 8, col = (c0 + ci) * 64 + nt * 8 + 2 * t4;
+              *reinterpret_cast<float2*>(part + (col / 32) * (64 * 128) + swizzle128(row, (col % 32) / 4) + (col % 4) * 4) =
+                  make_float2(dq[nt * 4 + 2 * hf], dq[nt * 4 + 2 * hf + 1]);
+            }
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            red_add_f32x2(acc + (c0 + ci) * 64 + nt * 8, dq[nt * 4], dq[nt * 4 + 1]);
+            red_add_f32x2(acc + 8 * D + (c0 + ci) * 64 + nt * 8, dq[nt * 4 + 2], dq[nt * 4 + 3]);
+          }
+        }
+      }
+      if constexpr (L.dq_tma()) {
+        // The whole slot's dQ (every partial) is staged: one thread adds each 32-column box to dq_acc.
+        fence_proxy_async();
+        named_barrier(1, NWG * 128);
+        if (threadIdx.x == 0) {
+          const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);
+          const int grow = static_cast<int>((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0);
+#pragma unroll
+          for (int pi = 0; pi < L.dq_partials(); ++pi)
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, smem_addr(sDq + pi * (64 * D * 4) + j * (64 * 128)));
+          bulk_commit();
         }
       }
       fence_regs(dv);
       fence_regs(dk);
       hold_regs(pa);
       hold_regs(da);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty(s));
-
+      // Each thread releases its own reads of the stage (racecheck does not follow a __syncwarp before
+      // another lane's arrival).
+      mbar_arrive(empty(s));
     }
+    if (L.dq_tma() && threadIdx.x == 0) bulk_wait<0>();  // the last reduce-add is done (and its tile read)
   }
 
   // dK = scale * sum dS^T q, dV = sum P^T do for this thread's key rows < S_kv (zeros when unselected).

@@ -195,6 +195,22 @@ std::string hopper_gap(const BwdCall& call, const std::string& arch) {
   return hopper_tma_gap(call);
 }
 
+// The hopper main kernel's map of the fp32 dq accumulator: 2-d (D columns, `rows` rows of D floats),
+// boxes of 32 columns (128 bytes) by 64 rows with the 128-byte swizzle its staging tiles use.
+void encode_dq_acc_map(unsigned long long (&map)[16], const float* dq_acc, int64_t D, int64_t rows) {
+  static_assert(sizeof(CUtensorMap) == sizeof(map), "CUtensorMap is 128 bytes");
+  const auto& drv = jit::CudaDriver::get();
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(D * 4)};
+  cuuint32_t box[2] = {32, 64};
+  cuuint32_t elem[2] = {1, 1};
+  drv.check(drv.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                                       const_cast<float*>(dq_acc), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            "bsa_bwd: cuTensorMapEncodeTiled (dq_acc)");
+}
+
 // backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
 // the call, the portable kernel elsewhere.
 bool use_hopper(detail::Backend backend, const BwdCall& call, const std::string& arch) {
@@ -293,6 +309,7 @@ class KernelPlan final : public detail::PlanImpl {
         encode_tma_rows(kOp, name, *map, c.dtype, t->data, D_, heads, rows, c.B, st.h, st.s, st.b, box);
       }
       const kernels::BsaBwdHopperLayout layout{static_cast<int>(D_), bs};
+      if (layout.dq_tma()) encode_dq_acc_map(hp.dq_map, p.dq_acc, D_, static_cast<int64_t>(c.B) * c.H_q * w.s_pad);
       launch_raw(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B),
                  static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream, &hp);
     } else {
