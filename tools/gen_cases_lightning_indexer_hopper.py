@@ -28,6 +28,8 @@ from gen_cases_lightning_indexer_big import SMEM_LIMIT, head_tile  # noqa: E402 
 SEED = 0x11D3C6
 MAX_WORK = 6e8
 BN = 128
+SLOTS = 4  # kLiHopperSlots: score tiles between the consumers and the selection warps
+STAGES = 2  # kLiHopperStages
 
 
 def hopper_geometry(D, HP, topk):
@@ -38,7 +40,8 @@ def hopper_geometry(D, HP, topk):
     cols = 256
     while cols >= 64 and cols >= HP:
         R = cols // HP
-        fixed = 1024 + cols * D * 2 + 2 * BN * D * 2 + 2 * R * BN * 4 + cols * 4 + R * 256 * 4 + R * 16 + 32
+        fixed = (1024 + cols * D * 2 + STAGES * BN * D * 2 + SLOTS * R * BN * 4 + cols * 4 + R * 256 * 4 + R * 16
+                 + 2 * (STAGES + SLOTS) * 8)
         avail = SMEM_LIMIT - fixed
         cap = avail // (8 * R) if avail > 0 else 0
         cap = cap // 32 * 32

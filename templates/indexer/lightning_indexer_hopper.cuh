@@ -1,37 +1,38 @@
 // lightning_indexer, hopper backend (sm_90a; SPEC.md §2.1): the portable fused kernel
-// (indexer/lightning_indexer.cuh) with its score GEMM on warpgroup MMAs (wgmma) and its K tiles loaded by
-// TMA into a two-stage, 128-byte-swizzled ring by a producer warp.
+// (indexer/lightning_indexer.cuh) with its score GEMM on warpgroup MMAs (wgmma), its K tiles loaded by
+// TMA into a two-stage, 128-byte-swizzled ring, and its selection on warps of its own.
 //
 // Roles (384 threads, one CTA per SM):
-//   warps 0-7  two consumer warpgroups. Per 128-key tile, warpgroup wg computes the scores of keys
-//              [64 wg, 64 wg + 64) against all COLS (token, head) columns: S = K_tile Q^T, A = K rows
-//              (K-major, from the ring), B = Q (K-major, loaded once), fp32 accumulators in registers.
-//              For COLS = 256 with whole tokens per half (HP <= 128) the product runs as two n128 groups,
-//              and the epilogue of the first half overlaps the MMAs of the second.
-//   warps 8-11 the producer warpgroup (24 registers after setmaxnreg): one thread issues the TMA loads of each tile (D / 64 boxes of 64 columns x
-//              128 rows) after the consumers released the stage (empty mbarrier, one arrival per
-//              consumer warp); tile bytes complete on the stage's full mbarrier.
-// The accumulator of m64nNk16 has, per warp, exactly the mma.sync m16n8 C layout, so the epilogue is the
-// portable kernel's: relu, the per-head weight (1 / sqrt(H * D) folded in), the head sum of each token
-// in the same fixed order (in-thread over the token's n8 tiles, quad shuffles xor 1 then 2, then the
-// 64-column head groups in order), written to a [2][R][BN] partial-score tile in shared memory.
-// Selection is the portable kernel's, unchanged (its helpers are reused from lightning_indexer.cuh):
-// per row a buffer of CAP (key, index) entries, the row's warp appends each tile's candidates above
-// the row's threshold in index order, trims (li_trim_row / li_compact_row) when it could overflow, and
-// the final exact select writes the deterministic top-k in ascending index order; rows with |C| <= topk
-// are written 0..|C|-1, -1... without scoring. Per tile and warp:
-//   wait for the tile -> issue its wgmma (async) -> append tile it - 1's candidates (overlaps the MMAs)
-//   -> wait, release the stage, epilogue into partial buffer it % 2 -> trims -> barrier (256 threads).
-// Row r's selection runs on warp r * (8 / R) for R < 8 (spread over both warpgroups), else r % 8.
+//   warps 0-7  two consumer warpgroups (216 registers after setmaxnreg). Per 128-key tile, warpgroup wg
+//              computes the scores of keys [64 wg, 64 wg + 64) against all COLS (token, head) columns:
+//              S = K_tile Q^T, A = K rows (K-major, from the ring), B = Q (K-major, loaded once), fp32
+//              accumulators in registers. For COLS = 256 with whole tokens per half (HP <= 128) the product
+//              runs as two n128 groups, pipelined across tiles: group 0 of tile t + 1 runs during group 1's
+//              epilogue of tile t, group 1 of t + 1 during group 0's epilogue of t + 1. The epilogue is the
+//              portable kernel's: relu, the per-head weight (1 / sqrt(H * D) folded in), the head sum of
+//              each token in the same fixed order (in-thread over the token's n8 tiles, quad shuffles xor 1
+//              then 2, then the 64-column head groups in order), written to a [R][BN] score tile in a ring
+//              of kLiHopperSlots slots. Thread 0 also issues the TMA loads: tile t + 2 into the stage of
+//              tile t once all eight consumer warps have finished reading it.
+//   warps 8-11 the selection warpgroup (72 registers): warp w owns rows w, w + 4, ... Per score tile it
+//              appends each row's candidates above the row's threshold to the row's buffer of CAP (key,
+//              index) entries in index order, releases the slot, then trims rows that could overflow on
+//              the next tile (li_trim_row / li_compact_row) while the consumers run ahead; at the end the
+//              exact select writes the deterministic top-k in ascending index order. Rows with |C| <= topk
+//              are written 0..|C|-1, -1... without scoring. The selection is the portable kernel's, so the
+//              index sets match.
+// Synchronisation: K stages (full: TMA bytes; empty: one arrival per consumer warp after its wgmma_wait),
+// score slots (full: every consumer thread after its stores; free: every selection thread after its loads).
 //
 // Budget (H 64 -> HP 64, D 128, topk 2048: R 4, COLS 256, two n128 halves):
-//   shared memory: Q 256 x 128 x 2 = 64 KB, K ring 2 x 128 x 128 x 2 = 64 KB, partial scores
-//   2 x 4 x 128 x 4 = 4 KB, weights 1 KB, histograms 4 x 1 KB, row info and barriers < 0.1 KB, 1 KB of
-//   alignment slack; the candidate buffers take the rest of the 227 KB: CAP 2816 entries per row (R x CAP
-//   x 8 = 88 KB; the portable kernel has 2624), 231520 B (226.1 KB) in all (lightning_indexer_hopper_geometry).
-//   registers: consumers 240 after setmaxnreg (producer 24; 256 x 240 + 128 x 24 <= 64 K); a consumer
-//   holds COLS / 2 = 128 fp32 accumulators, the weights are read from shared memory in the epilogue
-//   (a float2 per n8 tile), the selection state is a few registers per row of the warp.
+//   shared memory: Q 256 x 128 x 2 = 64 KB, K ring 2 x 128 x 128 x 2 = 64 KB, score slots
+//   4 x 4 x 128 x 4 = 8 KB, weights 1 KB, histograms 4 x 1 KB, row info and barriers < 0.2 KB, 1 KB of
+//   alignment slack; the candidate buffers take the rest of the 227 KB: CAP 2688 entries per row (R x CAP
+//   x 8 = 84 KB), 231584 B (226.2 KB) in all (lightning_indexer_hopper_geometry).
+//   registers: 256 x 216 + 128 x 72 = 63 K, exactly the 384 x 168 of the launch (setmaxnreg moves
+//   registers between warpgroups, it cannot add any); a consumer holds COLS / 2 = 128 fp32 accumulators, the weights
+//   are read from shared memory in the epilogue (a float2 per n8 tile). The selection helpers are inlined
+//   (ptxas cannot allocate registers across a call inside a setmaxnreg region).
 // Served: fp16 / bf16, D 64 or 128, HP 8..256 except 192 (COLS = R * HP must be 64, 128 or 256), topk up to
 // what the buffers hold; the planner refuses the rest for backend 'hopper'.
 #pragma once
@@ -65,10 +66,15 @@ struct LightningIndexerHopperConfig {
   static constexpr int kTokPerSplit = kNC / HP;        // tokens per group (HP <= kNC)
   static constexpr int kGroups = HP > 64 ? HP / 64 : 1;  // 64-column head groups per token
   static constexpr int kNTT = (HP > 64 ? 64 : HP) / 8;   // n8 tiles per head group
-  static constexpr int kRowsPerWarp = R >= 8 ? R / 8 : 1;
-  static constexpr int kRowStride = R >= 8 ? 1 : 8 / R;  // R < 8: row r belongs to warp r * kRowStride
   static_assert(kTokPerSplit >= 1 && kTokPerSplit * kSplit == R, "lightning_indexer_hopper: token split");
   static_assert(kStageBytes % 1024 == 0 && (COLS * 128) % 1024 == 0, "lightning_indexer_hopper: 1024-byte swizzle atoms");
+  // setmaxnreg: the CTA starts with the launch bound's registers per thread (65536 / 384 -> 168); the
+  // consumers' increase must come from what the selection warpgroup's decrease releases (an increase
+  // beyond that pool waits forever).
+  static constexpr int kLaunchRegs = 65536 / kLiHopperThreads / 8 * 8;
+  static constexpr int kConsumerRegs = 216, kSelRegs = 72;
+  static_assert(kLiHopperConsumers * (kConsumerRegs - kLaunchRegs) <= kLiHopperSelectors * (kLaunchRegs - kSelRegs),
+                "lightning_indexer_hopper: setmaxnreg pool");
 };
 
 template <typename T, int D, int HP, int TOPK, bool CAUSAL, bool PACKED>
@@ -76,22 +82,24 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
     lightning_indexer_hopper(const __grid_constant__ LightningIndexerHopperParams hp) {
   using Cfg = LightningIndexerHopperConfig<T, D, HP, TOPK, CAUSAL, PACKED>;
   constexpr int R = Cfg::R, BN = Cfg::BN, CAP = Cfg::CAP, COLS = Cfg::COLS, kSplit = Cfg::kSplit, kNC = Cfg::kNC;
-  constexpr int kStageBytes = Cfg::kStageBytes, kChunks = D / 8, kRowStride = Cfg::kRowStride;
+  constexpr int kStageBytes = Cfg::kStageBytes, kChunks = D / 8, NS = kLiHopperSlots;
   const LightningIndexerParams& p = hp.p;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
   unsigned char* sQ = base;                                            // [kDB][COLS][128 B], swizzled
   unsigned char* sK = sQ + COLS * D * 2;                               // [2][kDB][BN][128 B], swizzled
-  float* sPart = reinterpret_cast<float*>(sK + 2 * kStageBytes);       // [2][R][BN]
-  float* sW = sPart + 2 * R * BN;                                      // [COLS]
+  float* sPart = reinterpret_cast<float*>(sK + 2 * kStageBytes);       // [NS][R][BN] score tiles
+  float* sW = sPart + NS * R * BN;                                     // [COLS]
   unsigned* sHist = reinterpret_cast<unsigned*>(sW + COLS);            // [R][256]
   int* sRow = reinterpret_cast<int*>(sHist + R * 256);                 // [R][4]: base, n
-  unsigned long long* sBar = reinterpret_cast<unsigned long long*>(sRow + R * kLightningIndexerRowInfo);  // full[2], empty[2]
-  unsigned* sKey = reinterpret_cast<unsigned*>(sBar + 2 * kLiHopperStages);  // [R][CAP]
+  unsigned long long* sBar = reinterpret_cast<unsigned long long*>(sRow + R * kLightningIndexerRowInfo);
+  unsigned* sKey = reinterpret_cast<unsigned*>(sBar + 2 * (kLiHopperStages + NS));  // [R][CAP]
   int* sIdx = reinterpret_cast<int*>(sKey + R * CAP);                  // [R][CAP]
   const unsigned bar0 = smem_addr(sBar);
-  auto full = [&](int s) { return bar0 + 8u * s; };
-  auto empty = [&](int s) { return bar0 + 8u * (kLiHopperStages + s); };
+  auto full = [&](int s) { return bar0 + 8u * s; };                          // K stage loaded (TMA bytes)
+  auto empty = [&](int s) { return bar0 + 8u * (kLiHopperStages + s); };     // K stage read (8 consumer warps)
+  auto sfull = [&](int s) { return bar0 + 8u * (2 * kLiHopperStages + s); };  // score slot written (256 threads)
+  auto sfree = [&](int s) { return bar0 + 8u * (2 * kLiHopperStages + NS + s); };  // score slot read (128 threads)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b = blockIdx.y;
@@ -123,10 +131,14 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
     sRow[tid * kLightningIndexerRowInfo + 0] = rbase;
     sRow[tid * kLightningIndexerRowInfo + 1] = n;
   }
-  if (tid == kLiHopperConsumers) {  // the producer warp's first thread
+  if (tid == kLiHopperConsumers) {  // the selection warpgroup's first thread
     for (int s = 0; s < kLiHopperStages; ++s) {
       mbar_init(full(s), 1);
-      mbar_init(empty(s), 8);  // one arrival per consumer warp
+      mbar_init(empty(s), 8);  // one arrival per consumer warp (after its wgmma_wait: async-proxy reads)
+    }
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(sfull(s), kLiHopperConsumers);  // every consumer thread, after its score stores
+      mbar_init(sfree(s), kLiHopperSelectors);  // every selection thread, after its score loads
     }
     mbar_init_fence();
   }
@@ -139,7 +151,7 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
     if (n > TOPK) {
       lo = min(lo, rb);
       hi = max(hi, rb + n);
-    } else if (r % 8 == warp && t0 + r < p.T) {
+    } else if (r % 12 == warp && t0 + r < p.T) {
       for (int j = lane; j < TOPK; j += 32) out[static_cast<long long>(r) * TOPK + j] = j < n ? j : -1;
     }
   }
@@ -147,26 +159,108 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
   const int num_tiles = (hi - lo + BN - 1) / BN;
 
   if (warp >= 8) {
-    // Producer warpgroup: tile t = key rows [lo + t BN, lo + t BN + BN) into stage t % 2 (rows past S read as zeros;
-    // the whole box counts towards the transaction bytes).
-    setmaxnreg_dec<24>();
-    if (warp == 8 && lane == 0) {
-      const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
-      tma_prefetch_map(kmap);
-      for (int t = 0; t < num_tiles; ++t) {
-        const int s = t & 1;
-        mbar_wait(empty(s), ((t >> 1) & 1) ^ 1);
-        mbar_arrive_expect_tx(full(s), kStageBytes);
+    // 3s. The selection warpgroup: warp sw owns rows sw, sw + 4, ... For each score tile (slot t % NS) it
+    // appends the row's candidates that beat the row's threshold, in index order, releases the slot, then
+    // trims rows whose buffer could overflow on the next tile (li_trim_row: cheap, keeps >= topk entries
+    // and frees at least half the slack; li_compact_row when ties defeat the bins). The trims run while
+    // the consumers compute the next tiles' scores (the slot ring absorbs a trim's length).
+    setmaxnreg_dec<Cfg::kSelRegs>();
+    const int sw = warp - 8;
+    constexpr int kRows = (R + 3) / 4;
+    int cnt[kRows];
+    unsigned thr[kRows];
+    bool have_thr[kRows];
 #pragma unroll
-        for (int c = 0; c < Cfg::kDB; ++c)
-          tma_load_4d(smem_addr(sK + s * kStageBytes + c * BN * 128), kmap, c * 64, 0, lo + t * BN, b, full(s));
+    for (int i = 0; i < kRows; ++i) {
+      cnt[i] = 0;
+      thr[i] = 0;
+      have_thr[i] = false;
+    }
+    const unsigned lt = (1u << lane) - 1u;
+    for (int t = 0; t < num_tiles; ++t) {
+      const int slot = t % NS;
+      mbar_wait(sfull(slot), (t / NS) & 1);
+      const float* sPartR = sPart + slot * R * BN;
+      const int n0 = lo + t * BN;
+#pragma unroll
+      for (int ri = 0; ri < kRows; ++ri) {
+        const int r = sw + 4 * ri;
+        if (r >= R) break;
+        const int rb = sRow[r * kLightningIndexerRowInfo], n = sRow[r * kLightningIndexerRowInfo + 1];
+        if (n <= TOPK) continue;
+        unsigned* key = sKey + r * CAP;
+        int* idx = sIdx + r * CAP;
+#pragma unroll
+        for (int c0 = 0; c0 < BN; c0 += 32) {
+          const int c = c0 + lane;
+          const int local = n0 + c - rb;
+          const float sc = sPartR[r * BN + c];
+          const unsigned k = ordered_key(__fadd_rn(sc, 0.f));  // -0 -> +0
+          const bool take = local >= 0 && local < n && (!have_thr[ri] || k > thr[ri]);
+          const unsigned m = __ballot_sync(0xffffffffu, take);
+          if (take) {
+            const int pos = cnt[ri] + __popc(m & lt);
+            key[pos] = k;
+            idx[pos] = local;
+          }
+          cnt[ri] += __popc(m);
+        }
       }
+      mbar_arrive(sfree(slot));  // this thread's reads of the slot are done
+      if (t + 1 == num_tiles) break;  // (no trim after the last tile: the final select takes any count up to CAP)
+#pragma unroll
+      for (int ri = 0; ri < kRows; ++ri) {
+        const int r = sw + 4 * ri;
+        if (r >= R) break;
+        if (cnt[ri] <= CAP - BN) continue;  // (rows with n <= topk never append)
+        unsigned* key = sKey + r * CAP;
+        int* idx = sIdx + r * CAP;
+        __syncwarp();
+        const LiTrim tr = li_trim_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
+        if (tr.kept >= 0) {
+          thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
+          cnt[ri] = tr.kept;
+        } else {
+          thr[ri] = li_compact_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK);
+          cnt[ri] = TOPK;
+        }
+        have_thr[ri] = true;
+        __syncwarp();
+      }
+    }
+    // 5. The first topk under (score desc, index asc), in ascending index order.
+#pragma unroll
+    for (int ri = 0; ri < kRows; ++ri) {
+      const int r = sw + 4 * ri;
+      if (r >= R) break;
+      if (sRow[r * kLightningIndexerRowInfo + 1] <= TOPK) continue;
+      unsigned* key = sKey + r * CAP;
+      int* idx = sIdx + r * CAP;
+      __syncwarp();
+      if (cnt[ri] > TOPK) li_compact_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK);
+      __syncwarp();
+      for (int j = lane; j < TOPK; j += 32) out[static_cast<long long>(r) * TOPK + j] = idx[j];
     }
     return;
   }
 
-  setmaxnreg_inc<240>();
-  // 3. Consumers: Q (columns = (token, head), zero pads) into the swizzled K-major layout, and the weights.
+  setmaxnreg_inc<Cfg::kConsumerRegs>();
+  // 3c. Consumers. Thread 0 issues the TMA loads of tiles 0 and 1 (tile t = key rows [lo + t BN, lo + t BN
+  // + BN) into stage t % 2; rows past S read as zeros and the whole box counts towards the transaction
+  // bytes), then Q (columns = (token, head), zero pads) goes into the swizzled K-major layout, and the weights.
+  const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
+  auto load_tile = [&](int t) {
+    const int s = t & 1;
+    mbar_arrive_expect_tx(full(s), kStageBytes);
+#pragma unroll
+    for (int c = 0; c < Cfg::kDB; ++c)
+      tma_load_4d(smem_addr(sK + s * kStageBytes + c * BN * 128), kmap, c * 64, 0, lo + t * BN, b, full(s));
+  };
+  if (tid == 0) {
+    tma_prefetch_map(kmap);
+    load_tile(0);
+    if (num_tiles > 1) load_tile(1);
+  }
   {
     const T* qb = static_cast<const T*>(p.q) + static_cast<long long>(b) * p.q_sb;
     for (int i = tid; i < COLS * kChunks; i += kLiHopperConsumers) {
@@ -196,39 +290,23 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
   const float2* sW2 = reinterpret_cast<const float2*>(sW);
   float acc[kSplit][kNC / 2];
 
-  // Selection state of this warp's rows, in registers.
-  auto row_of = [&](int ri) { return R >= 8 ? warp + 8 * ri : (warp % kRowStride == 0 ? warp / kRowStride : R); };
-  int cnt[Cfg::kRowsPerWarp];
-  unsigned thr[Cfg::kRowsPerWarp];
-  bool have_thr[Cfg::kRowsPerWarp];
-#pragma unroll
-  for (int i = 0; i < Cfg::kRowsPerWarp; ++i) {
-    cnt[i] = 0;
-    thr[i] = 0;
-    have_thr[i] = false;
-  }
-  const unsigned lt = (1u << lane) - 1u;
-
-  // S = K_tile Q^T for tile t: kSplit commit groups of kKS wgmma (A: this warpgroup's 64 keys, k16 step
-  // = 32 bytes inside a 64-column block, BN * 128 bytes per block; B: Q's columns of the group).
-  auto issue = [&](int t) {
+  // Group h of S = K_tile Q^T for tile t: kKS wgmma in one commit group (A: this warpgroup's 64 keys, k16
+  // step = 32 bytes inside a 64-column block, BN * 128 bytes per block; B: Q's columns of the group).
+  auto issue = [&](int h, int t) {
     const unsigned ka = sKa + (t & 1) * kStageBytes;
     wgmma_fence();
 #pragma unroll
-    for (int h = 0; h < kSplit; ++h) {
-#pragma unroll
-      for (int ks = 0; ks < Cfg::kKS; ++ks) {
-        const unsigned long long da = wgmma_desc_at(ka + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
-        const unsigned long long db =
-            wgmma_desc_at(sQa + (ks / 4) * (COLS * 128) + h * (kNC * 128) + (ks % 4) * 32, 16, 1024);
-        Wgmma<T, kNC>::template ss<0>(acc[h], da, db, ks > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+    for (int ks = 0; ks < Cfg::kKS; ++ks) {
+      const unsigned long long da = wgmma_desc_at(ka + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
+      const unsigned long long db =
+          wgmma_desc_at(sQa + (ks / 4) * (COLS * 128) + h * (kNC * 128) + (ks % 4) * 32, 16, 1024);
+      Wgmma<T, kNC>::template ss<0>(acc[h], da, db, ks > 0 ? 1 : 0);
     }
+    wgmma_commit();
   };
 
   // The portable kernel's epilogue on group h's accumulators: weighted relu summed over each token's
-  // heads (in-thread, quad, then 64-column head groups in order) into partial buffer `buf`.
+  // heads (in-thread, quad, then 64-column head groups in order) into the score slot.
   auto epilogue = [&](int h, float* sPartW) {
 #pragma unroll
     for (int tt = 0; tt < Cfg::kTokPerSplit; ++tt) {
@@ -263,102 +341,68 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
     }
   };
 
-  // Selection of tile `tile` (partial buffer tile % 2): the warp of row r appends its candidates that
-  // beat the row's threshold, in index order.
-  auto select_tile = [&](int tile) {
-    const float* sPartR = sPart + (tile & 1) * R * BN;
-#pragma unroll
-    for (int ri = 0; ri < Cfg::kRowsPerWarp; ++ri) {
-      const int r = row_of(ri);
-      if (r >= R) break;
-      const int rb = sRow[r * kLightningIndexerRowInfo], n = sRow[r * kLightningIndexerRowInfo + 1];
-      if (n <= TOPK) continue;
-      unsigned* key = sKey + r * CAP;
-      int* idx = sIdx + r * CAP;
-      const int n0 = lo + tile * BN;
-#pragma unroll
-      for (int c0 = 0; c0 < BN; c0 += 32) {
-        const int c = c0 + lane;
-        const int local = n0 + c - rb;
-        const float s = sPartR[r * BN + c];
-        const unsigned k = ordered_key(__fadd_rn(s, 0.f));  // -0 -> +0
-        const bool take = local >= 0 && local < n && (!have_thr[ri] || k > thr[ri]);
-        const unsigned m = __ballot_sync(0xffffffffu, take);
-        if (take) {
-          const int pos = cnt[ri] + __popc(m & lt);
-          key[pos] = k;
-          idx[pos] = local;
-        }
-        cnt[ri] += __popc(m);
-      }
-    }
-  };
-
-  // Rows whose buffer has room for less than one more tile: trim (cheap, keeps >= topk entries and frees
-  // at least half the slack), or, when ties defeat the bins, the exact select down to topk entries.
-  auto trim_rows = [&]() {
-#pragma unroll
-    for (int ri = 0; ri < Cfg::kRowsPerWarp; ++ri) {
-      const int r = row_of(ri);
-      if (r >= R) break;
-      if (cnt[ri] <= CAP - BN) continue;  // (rows with n <= topk never append)
-      unsigned* key = sKey + r * CAP;
-      int* idx = sIdx + r * CAP;
-      __syncwarp();
-      const LiTrim tr = li_trim_row(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
-      if (tr.kept >= 0) {
-        thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
-        cnt[ri] = tr.kept;
-      } else {
-        thr[ri] = li_compact_row(key, idx, sHist + r * 256, cnt[ri], TOPK);
-        cnt[ri] = TOPK;
-      }
-      have_thr[ri] = true;
-      __syncwarp();
-    }
-  };
-
-  // 4. The key walk. One barrier (the consumers') per tile: at the end of iteration `it`, partial buffer
-  // it % 2 is complete (every epilogue of tile it) and every warp finished appending tile it - 1, so
-  // iteration it + 1 may append tile it and overwrite buffer (it + 1) % 2 with tile it + 1's scores.
-  // NOTE: the wgmma are issued unconditionally in the loop body and only registers other than the
-  // accumulators are touched while they run (ptxas serialises every wgmma otherwise, C7513 / C7514).
-  for (int it = 0; it < num_tiles; ++it) {
+  // Tile `it` is done with its K stage: this warp arrives; thread 0 waits for all eight warps and loads
+  // tile it + 2 into the stage.
+  auto release_stage = [&](int it) {
     const int s = it & 1;
-    mbar_wait(full(s), (it >> 1) & 1);
-    issue(it);
-    if (it > 0) select_tile(it - 1);
-    float* sPartW = sPart + s * R * BN;
-    if constexpr (kSplit == 2) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));
+    if (tid == 0 && it + 2 < num_tiles) {
+      mbar_wait(empty(s), (it >> 1) & 1);
+      load_tile(it + 2);
+    }
+    __syncwarp();
+  };
+
+  // 4. The key walk. Score tile it goes to slot it % NS once the selection warps have read tile it - NS.
+  // With two groups, group 0 of tile it + 1 runs during group 1's epilogue of tile it, and group 1 of
+  // it + 1 during group 0's epilogue of it + 1; the last tile's group-1 epilogue is peeled off.
+  // NOTE: every wgmma in the loop is issued unconditionally, only the accumulators of finished groups are
+  // read while others run, and no group is in flight across the loop's back edge (otherwise ptxas
+  // serialises every wgmma, C7513 / C7514).
+  auto slot_of = [&](int t) { return sPart + (t % NS) * R * BN; };
+  auto wait_slot = [&](int t) { mbar_wait(sfree(t % NS), ((t / NS) & 1) ^ 1); };
+  if constexpr (kSplit == 2) {
+    mbar_wait(full(0), 0);
+    issue(0, 0);
+    issue(1, 0);
+    wait_slot(0);
+    wgmma_wait<1>();
+    fence_regs(acc[0]);
+    epilogue(0, slot_of(0));
+    wgmma_wait<0>();
+    fence_regs(acc[1]);
+    release_stage(0);
+    for (int it = 0; it + 1 < num_tiles; ++it) {
+      const int nt = it + 1;
+      mbar_wait(full(nt & 1), (nt >> 1) & 1);
+      issue(0, nt);
+      epilogue(1, slot_of(it));
+      mbar_arrive(sfull(it % NS));  // this thread's score stores of tile it are done
+      issue(1, nt);
+      wait_slot(nt);
       wgmma_wait<1>();
       fence_regs(acc[0]);
-      epilogue(0, sPartW);
+      epilogue(0, slot_of(nt));
       wgmma_wait<0>();
       fence_regs(acc[1]);
-    } else {
+      release_stage(nt);
+    }
+    epilogue(1, slot_of(num_tiles - 1));
+    mbar_arrive(sfull((num_tiles - 1) % NS));
+  } else {
+    for (int it = 0; it < num_tiles; ++it) {
+      const int slot = it % NS;
+      float* sPartW = sPart + slot * R * BN;
+      mbar_wait(full(it & 1), (it >> 1) & 1);
+      issue(0, it);
+      mbar_wait(sfree(slot), ((it / NS) & 1) ^ 1);
       wgmma_wait<0>();
       fence_regs(acc[0]);
+      release_stage(it);
+      epilogue(0, sPartW);
+      mbar_arrive(sfull(slot));
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));  // this warp's reads of the stage are complete
-    epilogue(kSplit - 1, sPartW);
-    trim_rows();
-    named_barrier(1, kLiHopperConsumers);
-  }
-  select_tile(num_tiles - 1);  // (no trim: the final select takes any count up to CAP)
-
-  // 5. The first topk under (score desc, index asc), in ascending index order.
-#pragma unroll
-  for (int ri = 0; ri < Cfg::kRowsPerWarp; ++ri) {
-    const int r = row_of(ri);
-    if (r >= R) break;
-    if (sRow[r * kLightningIndexerRowInfo + 1] <= TOPK) continue;
-    unsigned* key = sKey + r * CAP;
-    int* idx = sIdx + r * CAP;
-    __syncwarp();
-    if (cnt[ri] > TOPK) li_compact_row(key, idx, sHist + r * 256, cnt[ri], TOPK);
-    __syncwarp();
-    for (int j = lane; j < TOPK; j += 32) out[static_cast<long long>(r) * TOPK + j] = idx[j];
   }
 }
 

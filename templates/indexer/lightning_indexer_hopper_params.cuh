@@ -14,9 +14,11 @@ struct alignas(64) LightningIndexerHopperParams {
 };
 
 constexpr int kLiHopperBN = 128;            // keys per tile: two consumer warpgroups of 64 keys (m64)
-constexpr int kLiHopperConsumers = 256;     // two consumer warpgroups
-constexpr int kLiHopperThreads = 256 + 128;  // plus the producer warpgroup (one thread issues TMA)
+constexpr int kLiHopperConsumers = 256;     // two consumer (score) warpgroups; thread 0 also issues the TMA loads
+constexpr int kLiHopperSelectors = 128;     // the selection warpgroup: four warps, rows r = warp, warp + 4, ...
+constexpr int kLiHopperThreads = kLiHopperConsumers + kLiHopperSelectors;
 constexpr int kLiHopperStages = 2;          // K ring stages
+constexpr int kLiHopperSlots = 4;           // score-tile ring between the consumers and the selection warps
 
 // Tile geometry for one (head dim, padded head count, topk). The CTA owns R consecutive query tokens,
 // COLS = R * HP (token, head) columns, the N of every wgmma (64, 128 or 256). Each of the R rows keeps a
@@ -38,11 +40,11 @@ ATTNJIT_LI_HD constexpr LightningIndexerHopperGeometry lightning_indexer_hopper_
     t.COLS = cols;
     t.q_bytes = cols * D * 2;
     t.k_bytes = kLiHopperStages * kLiHopperBN * D * 2;
-    t.part_bytes = 2 * t.R * kLiHopperBN * 4;
+    t.part_bytes = kLiHopperSlots * t.R * kLiHopperBN * 4;
     t.w_bytes = cols * 4;
     t.hist_bytes = t.R * 256 * 4;
     t.row_bytes = t.R * kLightningIndexerRowInfo * 4;
-    t.bar_bytes = 2 * kLiHopperStages * 8;
+    t.bar_bytes = 2 * (kLiHopperStages + kLiHopperSlots) * 8;
     const int fixed = 1024 + t.q_bytes + t.k_bytes + t.part_bytes + t.w_bytes + t.hist_bytes + t.row_bytes + t.bar_bytes;
     const int avail = kLightningIndexerSmemLimit - fixed;
     // Entries per row: topk plus slack for at least two tiles of arrivals, more when it fits (fewer

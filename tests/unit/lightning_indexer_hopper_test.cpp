@@ -44,11 +44,11 @@ std::vector<std::string> selected(attnjit::Runtime& rt, const nlohmann::json& co
 
 TEST_CASE("lightning_indexer hopper: tile geometry (token blocks of 64, 128 or 256 columns, 227 KB)") {
   using attnjit::kernels::lightning_indexer_hopper_geometry;
-  // The shape: 4 tokens of 64 heads, CAP 2816 entries per row.
+  // The shape: 4 tokens of 64 heads, CAP 2688 entries per row.
   const auto g = lightning_indexer_hopper_geometry(128, 64, 2048);
   CHECK(g.R == 4);
   CHECK(g.COLS == 256);
-  CHECK(g.CAP == 2816);
+  CHECK(g.CAP == 2688);
   CHECK(g.smem_bytes <= 227 * 1024);
   for (int D : {64, 128})
     for (int HP : {8, 16, 32, 64, 128, 256})
