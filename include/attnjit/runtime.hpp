@@ -32,6 +32,8 @@ struct RuntimeOptions {
                                           // "BMxBNxWARPS" (e.g. "128x32x4"); empty = the planner's choice
   std::string decode_tile;                // ATTNJIT_DECODE_TILE: tuning override of the split-KV decode
                                           // tile of the paged ops, "BNxWARPS" (BM = 16 * WARPS), e.g. "64x1"
+  int decode_splits = 0;                  // ATTNJIT_DECODE_SPLITS: tuning override of the paged ops' split-KV
+                                          // decode: splits per request (clamped to one key tile each); 0 = the planner's
   bool li_force_slab = false;             // ATTNJIT_LI_FORCE_SLAB: test only; lightning_indexer plans take
                                           // the two-kernel slab path even where the fused kernel fits
 

@@ -71,6 +71,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
   if (auto v = env("ATTNJIT_GQA_TILE")) o.gqa_tile = v;
   if (auto v = env("ATTNJIT_DECODE_TILE")) o.decode_tile = v;
+  if (auto v = env("ATTNJIT_DECODE_SPLITS")) o.decode_splits = parse_nonneg_int("ATTNJIT_DECODE_SPLITS", v);
   if (auto v = env("ATTNJIT_LI_FORCE_SLAB")) o.li_force_slab = parse_bool("ATTNJIT_LI_FORCE_SLAB", v);
   return o;
 }
@@ -101,11 +102,16 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "arch") o.arch = v.get<std::string>();
       else if (k == "gqa_tile") o.gqa_tile = v.get<std::string>();
       else if (k == "decode_tile") o.decode_tile = v.get<std::string>();
+      else if (k == "decode_splits") {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 65535)
+          throw nlohmann::json::type_error::create(302, "splits", nullptr);
+        o.decode_splits = v.get<int>();
+      }
       else if (k == "li_force_slab") o.li_force_slab = v.get<bool>();
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
                                           "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
-                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, decode_tile, li_force_slab, got an "
+                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, decode_tile, decode_splits, li_force_slab, got an "
                                           "unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));

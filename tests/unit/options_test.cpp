@@ -33,6 +33,7 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(o.arch.empty());
   CHECK(o.gqa_tile.empty());
   CHECK(o.decode_tile.empty());
+  CHECK(o.decode_splits == 0);
   CHECK(o.li_force_slab == false);
   CHECK(d.cache_max_bytes == o.cache_max_bytes);
 }
@@ -106,6 +107,10 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(RuntimeOptions::from_env().gqa_tile == "128x64x4");
     CHECK(RuntimeOptions::from_env().decode_tile == "128x8");
   }
+  SUBCASE("ATTNJIT_DECODE_SPLITS") {
+    env.set("ATTNJIT_DECODE_SPLITS", "96");
+    CHECK(RuntimeOptions::from_env().decode_splits == 96);
+  }
   SUBCASE("ATTNJIT_LI_FORCE_SLAB") {
     env.set("ATTNJIT_LI_FORCE_SLAB", "1");
     CHECK(RuntimeOptions::from_env().li_force_slab);
@@ -133,6 +138,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("no-JIT: not a boolean") { var = "ATTNJIT_NO_JIT", value = "TRUEISH"; }
   SUBCASE("lineinfo: not a boolean") { var = "ATTNJIT_LINEINFO", value = "y"; }
   SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_LI_FORCE_SLAB", value = "yes please"; }
+  SUBCASE("decode splits: not a count") { var = "ATTNJIT_DECODE_SPLITS", value = "-3"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);
@@ -183,6 +189,8 @@ TEST_CASE("options: from_json applies known keys and rejects unknown keys and wr
     CHECK(test::contains(e.what(), "cache_max_bytes"));
   }
   CHECK_THROWS_AS(RuntimeOptions::from_json({{"no_jit", 1}}, base), attnjit::InvalidArgument);
+  CHECK(RuntimeOptions::from_json({{"decode_splits", 64}}, base).decode_splits == 64);
+  CHECK_THROWS_AS(RuntimeOptions::from_json({{"decode_splits", -1}}, base), attnjit::InvalidArgument);
   CHECK_THROWS_AS(RuntimeOptions::from_json(nlohmann::json::array({1, 2}), base), attnjit::InvalidArgument);
   CHECK_THROWS_AS(RuntimeOptions::from_json("cache_dir", base), attnjit::InvalidArgument);
 }

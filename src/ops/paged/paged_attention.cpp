@@ -314,6 +314,7 @@ struct DecodePath {
   AttentionKernelChoice choice;
   std::shared_ptr<const jit::LoadedKernel> kernel, combine;
   int sms = 0;
+  int splits_override = 0;  // ATTNJIT_DECODE_SPLITS (0: the planner's choice)
 };
 
 DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device) {
@@ -324,6 +325,7 @@ DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const Atten
   d.kernel = load_attention_kernel(rt, op, d.choice, device);
   d.combine = rt.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
   d.sms = rt.sm_count(device);
+  d.splits_override = rt.options().decode_splits;
   return d;
 }
 
@@ -432,6 +434,12 @@ class PagedKernelPlan final : public detail::PlanImpl {
     const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
                                             : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
+    if (decode_.splits_override > 0) {
+      // The tuning override: at least one key tile per split, and a batched grid keeps B * n <= 65535.
+      int64_t n = std::min<int64_t>(decode_.splits_override, std::max<int64_t>(1, (call.W * call.PS + decode_.choice.BN - 1) / decode_.choice.BN));
+      if (call.mha_decode) n = std::min<int64_t>(n, std::max<int64_t>(1, 65535 / call.B));
+      return static_cast<int>(n);
+    }
     return choose_splits(q_tiles * call.H_kv, call.W * call.PS, decode_.choice.BN, decode_.sms,
                          ctas_per_sm(decode_.choice), call.mha_decode ? call.B : 0);
   }
