@@ -103,21 +103,11 @@ __device__ __forceinline__ int li_bin_shift(unsigned mn, unsigned mx) {
   return span < 256u ? 0 : 24 - __clz(span);
 }
 
-// Histogram of the keys in [base, base + (nbins << shift)) (nbins <= 256) into hist[(key - base) >> shift],
-// then the bin d where the count from the top first reaches `need` (1 <= need <= entries in range): d, `above`
-// (entries in bins > d) and `count` (entries in bin d), the same in all lanes. hist: 256 words, free on
-// entry and on exit (every lane has read it).
-__device__ __forceinline__ void li_hist_find(const unsigned* key, int cnt, unsigned* hist, unsigned base, int shift,
-                                             unsigned nbins, int need, int& d, unsigned& above, unsigned& count) {
+// The bin d of a filled 256-bin histogram where the count from the top first reaches `need` (1 <= need <=
+// entries): d, `above` (entries in bins > d) and `count` (entries in bin d), the same in all lanes; every
+// lane has read hist on exit.
+__device__ __forceinline__ void li_hist_pick(unsigned* hist, int need, int& d, unsigned& above, unsigned& count) {
   const unsigned lane = threadIdx.x & 31;
-  for (int i = lane; i < 256; i += 32) hist[i] = 0;
-  __syncwarp();
-  for (int e = lane; e < cnt; e += 32) {
-    const unsigned k = key[e];
-    const unsigned bin = (k - base) >> shift;
-    if (k >= base && bin < nbins) atomicAdd(&hist[bin], 1u);
-  }
-  __syncwarp();
   // lane l owns bins [8l, 8l + 8)
   unsigned h[8];
   unsigned tot = 0;
@@ -154,6 +144,22 @@ __device__ __forceinline__ void li_hist_find(const unsigned* key, int cnt, unsig
   above = __shfl_sync(0xffffffffu, ab, src);
   count = __shfl_sync(0xffffffffu, ct, src);
   __syncwarp();
+}
+
+// Histogram of the keys in [base, base + (nbins << shift)) (nbins <= 256) into hist[(key - base) >> shift],
+// then li_hist_pick. hist: 256 words, free on entry and on exit.
+__device__ __forceinline__ void li_hist_find(const unsigned* key, int cnt, unsigned* hist, unsigned base, int shift,
+                                             unsigned nbins, int need, int& d, unsigned& above, unsigned& count) {
+  const unsigned lane = threadIdx.x & 31;
+  for (int i = lane; i < 256; i += 32) hist[i] = 0;
+  __syncwarp();
+  for (int e = lane; e < cnt; e += 32) {
+    const unsigned k = key[e];
+    const unsigned bin = (k - base) >> shift;
+    if (k >= base && bin < nbins) atomicAdd(&hist[bin], 1u);
+  }
+  __syncwarp();
+  li_hist_pick(hist, need, d, above, count);
 }
 
 // Compacts the buffer to exactly `keep` entries (keep < cnt): the first `keep` under (key desc, index
@@ -256,6 +262,138 @@ __device__ __noinline__ unsigned li_compact_row(unsigned* key, int* idx, unsigne
 }
 __device__ __noinline__ LiTrim li_trim_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
   return li_trim_row_inl(key, idx, hist, cnt, keep, limit);
+}
+
+// Four-entries-per-lane forms (16-byte loads, a quarter of the loop trips) of the range, the histogram,
+// li_trim_row and li_compact_row, with the same results. key and idx must be 16-byte aligned with room
+// for cnt rounded up to 4 (the hopper kernel's buffers: CAP % 32 == 0).
+__device__ __forceinline__ void li_key_range_v4(const unsigned* key, int cnt, unsigned& mn, unsigned& mx) {
+  const unsigned lane = threadIdx.x & 31;
+  mn = 0xffffffffu;
+  mx = 0u;
+  for (int e = 4 * lane; e < cnt; e += 128) {
+    const uint4 v = *reinterpret_cast<const uint4*>(key + e);
+    const unsigned k[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (e + j < cnt) {
+        mn = min(mn, k[j]);
+        mx = max(mx, k[j]);
+      }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    mn = min(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  }
+}
+__device__ __forceinline__ void li_hist_find_v4(const unsigned* key, int cnt, unsigned* hist, unsigned base, int shift,
+                                                unsigned nbins, int need, int& d, unsigned& above, unsigned& count) {
+  const unsigned lane = threadIdx.x & 31;
+  for (int i = lane; i < 256; i += 32) hist[i] = 0;
+  __syncwarp();
+  for (int e = 4 * lane; e < cnt; e += 128) {
+    const uint4 v = *reinterpret_cast<const uint4*>(key + e);
+    const unsigned k[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned bin = (k[j] - base) >> shift;
+      if (e + j < cnt && k[j] >= base && bin < nbins) atomicAdd(&hist[bin], 1u);
+    }
+  }
+  __syncwarp();
+  li_hist_pick(hist, need, d, above, count);
+}
+// One in-place compaction step over 128 entries: lane l holds entries b0 + 4l .. + 3; keep(j, k) says
+// whether to keep entry j (0..3) with key k; `eq(j, k)` marks ties that are kept only while fewer than
+// `need` ties were kept before them in index order (pass need < 0 for no tie rule). Returns the kept keys'
+// minimum of this lane.
+template <typename Keep, typename Eq>
+__device__ __forceinline__ unsigned li_compact_step_v4(unsigned* key, int* idx, int cnt, int b0, int& out, int& eq_seen,
+                                                       int need, Keep keep, Eq eq) {
+  const unsigned lane = threadIdx.x & 31, lt = (1u << lane) - 1u;
+  const int e = b0 + 4 * static_cast<int>(lane);
+  uint4 kv = make_uint4(0u, 0u, 0u, 0u);
+  int4 iv = make_int4(0, 0, 0, 0);
+  if (e < cnt) {
+    kv = *reinterpret_cast<const uint4*>(key + e);
+    iv = *reinterpret_cast<const int4*>(idx + e);
+  }
+  const unsigned k[4] = {kv.x, kv.y, kv.z, kv.w};
+  const int ix[4] = {iv.x, iv.y, iv.z, iv.w};
+  bool is_eq[4], keepit[4];
+  int eq_before = eq_seen;  // ties before this lane's first entry, in index order
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    is_eq[j] = need >= 0 && e + j < cnt && eq(k[j]);
+    const unsigned m = __ballot_sync(0xffffffffu, is_eq[j]);
+    eq_before += __popc(m & lt);
+    eq_seen += __popc(m);
+  }
+  int pos = out;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    keepit[j] = e + j < cnt && (keep(k[j]) || (is_eq[j] && eq_before < need));
+    eq_before += is_eq[j] ? 1 : 0;
+    const unsigned m = __ballot_sync(0xffffffffu, keepit[j]);
+    pos += __popc(m & lt);
+    out += __popc(m);
+  }
+  __syncwarp();  // all reads of this chunk precede its writes (a write lands at or before its entry)
+  unsigned kmin = 0xffffffffu;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (keepit[j]) {
+      key[pos] = k[j];
+      idx[pos] = ix[j];
+      kmin = min(kmin, k[j]);
+      ++pos;
+    }
+  __syncwarp();
+  return kmin;
+}
+__device__ __forceinline__ LiTrim li_trim_row_v4(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
+  unsigned mn, mx;
+  li_key_range_v4(key, cnt, mn, mx);
+  const int shift = li_bin_shift(mn, mx);
+  int d;
+  unsigned above, count;
+  li_hist_find_v4(key, cnt, hist, mn, shift, 256u, keep, d, above, count);
+  const unsigned kept = above + count;
+  if (d == 0 || kept > static_cast<unsigned>(limit)) return {-1, 0u};
+  const unsigned lb = mn + (static_cast<unsigned>(d) << shift);  // in (mn, mx]: lb >= 1
+  int out = 0, eq_seen = 0;
+  for (int b0 = 0; b0 < cnt; b0 += 128)
+    li_compact_step_v4(key, idx, cnt, b0, out, eq_seen, -1, [&](unsigned k) { return k >= lb; },
+                       [](unsigned) { return false; });
+  return {out, lb};
+}
+__device__ __forceinline__ unsigned li_compact_row_v4(unsigned* key, int* idx, unsigned* hist, int cnt, int keep) {
+  unsigned mn, mx;
+  li_key_range_v4(key, cnt, mn, mx);
+  unsigned base = mn;
+  int shift = li_bin_shift(mn, mx);
+  unsigned nbins = 256;
+  int need = keep;
+  for (;;) {  // as li_compact_row
+    int d;
+    unsigned above, count;
+    li_hist_find_v4(key, cnt, hist, base, shift, nbins, need, d, above, count);
+    need -= static_cast<int>(above);
+    base += static_cast<unsigned>(d) << shift;
+    if (count == static_cast<unsigned>(need) || shift == 0) break;
+    nbins = shift >= 8 ? 256u : (1u << shift);
+    shift = shift >= 8 ? shift - 8 : 0;
+  }
+  const unsigned long long hi_edge = static_cast<unsigned long long>(base) + (1ull << shift);  // exclusive
+  int out = 0, eq_seen = 0;
+  unsigned kmin = 0xffffffffu;
+  for (int b0 = 0; b0 < cnt; b0 += 128)
+    kmin = min(kmin, li_compact_step_v4(key, idx, cnt, b0, out, eq_seen, need, [&](unsigned k) { return k >= hi_edge; },
+                                        [&](unsigned k) { return k >= base && k < hi_edge; }));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) kmin = min(kmin, __shfl_xor_sync(0xffffffffu, kmin, o));
+  return kmin;
 }
 
 template <typename T, int D, int HP, int TOPK, bool CAUSAL, bool PACKED>

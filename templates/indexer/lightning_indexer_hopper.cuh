@@ -190,21 +190,29 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
         if (n <= TOPK) continue;
         unsigned* key = sKey + r * CAP;
         int* idx = sIdx + r * CAP;
+        // Lane l holds keys 4l .. 4l + 3 of the tile; a taken key's position counts the taken keys of
+        // lower lanes (any of their four) and this lane's earlier ones: index order.
+        const float4 sc = reinterpret_cast<const float4*>(sPartR + r * BN)[lane];
+        const float scs[4] = {sc.x, sc.y, sc.z, sc.w};
+        unsigned k[4];
+        bool take[4];
+        int pos = cnt[ri];
 #pragma unroll
-        for (int c0 = 0; c0 < BN; c0 += 32) {
-          const int c = c0 + lane;
-          const int local = n0 + c - rb;
-          const float sc = sPartR[r * BN + c];
-          const unsigned k = ordered_key(__fadd_rn(sc, 0.f));  // -0 -> +0
-          const bool take = local >= 0 && local < n && (!have_thr[ri] || k > thr[ri]);
-          const unsigned m = __ballot_sync(0xffffffffu, take);
-          if (take) {
-            const int pos = cnt[ri] + __popc(m & lt);
-            key[pos] = k;
-            idx[pos] = local;
-          }
+        for (int j = 0; j < 4; ++j) {
+          const int local = n0 + 4 * lane + j - rb;
+          k[j] = ordered_key(__fadd_rn(scs[j], 0.f));  // -0 -> +0
+          take[j] = local >= 0 && local < n && (!have_thr[ri] || k[j] > thr[ri]);
+          const unsigned m = __ballot_sync(0xffffffffu, take[j]);
+          pos += __popc(m & lt);
           cnt[ri] += __popc(m);
         }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (take[j]) {
+            key[pos] = k[j];
+            idx[pos] = n0 + 4 * lane + j - rb;
+            ++pos;
+          }
       }
       mbar_arrive(sfree(slot));  // this thread's reads of the slot are done
       if (t + 1 == num_tiles) break;  // (no trim after the last tile: the final select takes any count up to CAP)
@@ -216,12 +224,12 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
         unsigned* key = sKey + r * CAP;
         int* idx = sIdx + r * CAP;
         __syncwarp();
-        const LiTrim tr = li_trim_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
+        const LiTrim tr = li_trim_row_v4(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
         if (tr.kept >= 0) {
           thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
           cnt[ri] = tr.kept;
         } else {
-          thr[ri] = li_compact_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK);
+          thr[ri] = li_compact_row_v4(key, idx, sHist + r * 256, cnt[ri], TOPK);
           cnt[ri] = TOPK;
         }
         have_thr[ri] = true;
@@ -237,7 +245,7 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
       unsigned* key = sKey + r * CAP;
       int* idx = sIdx + r * CAP;
       __syncwarp();
-      if (cnt[ri] > TOPK) li_compact_row_inl(key, idx, sHist + r * 256, cnt[ri], TOPK);
+      if (cnt[ri] > TOPK) li_compact_row_v4(key, idx, sHist + r * 256, cnt[ri], TOPK);
       __syncwarp();
       for (int j = lane; j < TOPK; j += 32) out[static_cast<long long>(r) * TOPK + j] = idx[j];
     }
