@@ -1107,13 +1107,15 @@ def run_lightning_indexer(rt, T, causal, args, H=64, D=128, topk=2048):
     # The default backend ('auto'), then the hopper kernel explicitly (wgmma scores, TMA K ring; sm_90a),
     # whose sampled rows must also hold the same index sets as the default's.
     first_rows = None
-    for impl, extra_cfg in (("attnjit lightning_indexer", {}), ("attnjit lightning_indexer (hopper)", {"backend": "hopper"})):
-        if rt is None:
+    runs = [("attnjit lightning_indexer", {}, rt), ("attnjit lightning_indexer (hopper)", {"backend": "hopper"}, rt)]
+    runs += [(f"attnjit lightning_indexer [{n}]", {}, r) for n, r in args.ab_rts]  # --ab-lib builds, same tensors
+    for impl, extra_cfg, run_rt in runs:
+        if run_rt is None:
             row(impl, error=args.rt_error)
             continue
         try:
             tensors = {"q": q, "k": k, "weights": w, "indices": idx}
-            plan = rt.plan("lightning_indexer", {"topk": topk, "causal": causal, **extra_cfg}, tensors)
+            plan = run_rt.plan("lightning_indexer", {"topk": topk, "causal": causal, **extra_cfg}, tensors)
             call = plan.bind(tensors)
             idx.fill_(0x7FFFFFFF)
             call()
@@ -1372,7 +1374,7 @@ def main():
     ap.add_argument("--no-ref", action="store_true", help="skip the fp32 reference (errors vs peer only)")
     ap.add_argument("--no-varlen", action="store_true", help="skip the gqa_varlen_fwd rows")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
-                    help="another libattnjit.so timed beside --lib on the same tensors (bsa_bwd suite); repeatable")
+                    help="another libattnjit.so timed beside --lib on the same tensors (bsa_bwd, lightning_indexer); repeatable")
     args = ap.parse_args()
 
     if not torch.cuda.is_available():
