@@ -33,6 +33,7 @@ struct BenchArgs {
   std::string json_out;
   int reps = 20;
   double gib = 1.0;
+  std::string backend;  // the gqa suite's `backend` config ("" = the op's default, "auto")
   std::string probe;  // internal: the fresh-process load probe
 };
 
@@ -277,7 +278,9 @@ void gqa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
                                            causal ? "causal" : "full");
       Plan plan;
       try {
-        plan = rt.op("gqa_fwd", {{"is_causal", causal}}).plan(args);
+        nlohmann::json cfg = {{"is_causal", causal}};
+        if (!a.backend.empty()) cfg["backend"] = a.backend;
+        plan = rt.op("gqa_fwd", cfg).plan(args);
       } catch (const Error& e) {
         rows.push_back({what, "error", e.what()});
         continue;
@@ -543,6 +546,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
   cmd->add_option("--gib", args->gib, "GiB of k+v tokens for the paged_kv_write bandwidth run");
+  cmd->add_option("--backend", args->backend, "backend of the gqa suite's plans (auto, portable, hopper; default auto)")
+      ->check(CLI::IsMember({"auto", "portable", "hopper"}));
   cmd->add_option("--probe", args->probe, "(internal) fresh-process load probe: disk or gpu")->group("");
   cmd->callback([args] {
     int rc = run_bench(*args);
