@@ -167,9 +167,7 @@ __device__ __forceinline__ void li_hist_find(const unsigned* key, int cnt, unsig
 // stops once the boundary bin is kept whole), then keeps every entry above the bin and the first `need`
 // of the bin in index order (all of the bin, or, at width 1, ties broken by index). One warp; returns
 // the smallest kept key. hist: 256 words of scratch.
-// (The _inl forms are for kernels that call them from a setmaxnreg region, where ptxas cannot allocate
-// registers across a call; the portable kernels call the out-of-line forms.)
-__device__ __forceinline__ unsigned li_compact_row_inl(unsigned* key, int* idx, unsigned* hist, int cnt, int keep) {
+__device__ __noinline__ unsigned li_compact_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep) {
   const unsigned lane = threadIdx.x & 31, lt = (1u << lane) - 1u;
   unsigned mn, mx;
   li_key_range(key, cnt, mn, mx);
@@ -227,7 +225,7 @@ struct LiTrim {
   int kept;
   unsigned lb;
 };
-__device__ __forceinline__ LiTrim li_trim_row_inl(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
+__device__ __noinline__ LiTrim li_trim_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
   const unsigned lane = threadIdx.x & 31, lt = (1u << lane) - 1u;
   unsigned mn, mx;
   li_key_range(key, cnt, mn, mx);
@@ -256,12 +254,6 @@ __device__ __forceinline__ LiTrim li_trim_row_inl(unsigned* key, int* idx, unsig
     __syncwarp();
   }
   return {out, lb};
-}
-__device__ __noinline__ unsigned li_compact_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep) {
-  return li_compact_row_inl(key, idx, hist, cnt, keep);
-}
-__device__ __noinline__ LiTrim li_trim_row(unsigned* key, int* idx, unsigned* hist, int cnt, int keep, int limit) {
-  return li_trim_row_inl(key, idx, hist, cnt, keep, limit);
 }
 
 // Four-entries-per-lane forms (16-byte loads, a quarter of the loop trips) of the range, the histogram,

@@ -390,6 +390,19 @@ void fill_call_params(Params& p, const IndexerConfig& cfg, const IndexerCall& ca
   p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
 }
 
+// A fused plan's kernel was compiled for the call's dtype, D, head tile, packing and device: any other
+// call needs a new plan.
+void check_signature(const IndexerCall& call, const KernelChoice& choice, const jit::LoadedKernel& kernel) {
+  const bool packed = call.cu_seqlens != nullptr;
+  if (call.dtype != choice.dtype || call.D != choice.D ||
+      kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice.HP || packed != choice.packed ||
+      call.device.index != kernel.device)
+    throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
+                                      "H {}, packed {}, {}; build a plan for the new signature", kOp,
+                                      kernel.compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H, packed,
+                                      device_name(call.device)));
+}
+
 class KernelPlan final : public detail::PlanImpl {
  public:
   KernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
@@ -397,14 +410,7 @@ class KernelPlan final : public detail::PlanImpl {
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const bool packed = call.cu_seqlens != nullptr;
-    if (call.dtype != choice_.dtype || call.D != choice_.D ||
-        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
-        call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "H {}, packed {}, {}; build a plan for the new signature", kOp,
-                                        kernel_->compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H,
-                                        packed, device_name(call.device)));
+    check_signature(call, choice_, *kernel_);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
@@ -443,14 +449,7 @@ class HopperKernelPlan final : public detail::PlanImpl {
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const bool packed = call.cu_seqlens != nullptr;
-    if (call.dtype != choice_.dtype || call.D != choice_.D ||
-        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
-        call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "H {}, packed {}, {}; build a plan for the new signature", kOp,
-                                        kernel_->compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H,
-                                        packed, device_name(call.device)));
+    check_signature(call, choice_, *kernel_);
     if (const std::string gap = hopper_k_gap(call); !gap.empty())
       throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
     const auto& drv = jit::CudaDriver::get();
