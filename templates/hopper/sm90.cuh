@@ -49,6 +49,14 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaMap* map, int
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+// The same for a 3-d tensor map (c0 innermost .. c2).
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TmaMap* map, int c0, int c1, int c2, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
 // Adds (fp32 add, elementwise) the box at shared-memory `src` into the 2-d tensor map's box at
 // coordinates (c0 innermost, c1); completes in the issuing thread's bulk group.
 __device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, int c0, int c1, unsigned src) {
@@ -97,11 +105,15 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 // stored at chunk c ^ (r % 8)). K-major operands: sbo = 1024 (8-row groups), lbo unused. N-major
 // operands: lbo = bytes between 64-element column blocks, sbo = 1024 (8-row groups along K).
 // The address is made opaque to the compiler so that the descriptors of a loop body are rebuilt from it
-// (a few integer adds) instead of being hoisted out of the loop and held in registers.
-__device__ __forceinline__ unsigned long long wgmma_desc_at(unsigned addr, unsigned lbo_bytes, unsigned sbo_bytes) {
+// (a few integer adds) instead of being hoisted out of the loop and held in registers. `swizzle` is the
+// descriptor's layout type: 1 = 128-byte swizzle (the default), 2 = 64-byte swizzle (64-byte rows, 16-byte
+// chunks XOR-permuted within 512-byte atoms of 8 rows: what TMA writes with CU_TENSOR_MAP_SWIZZLE_64B into a
+// 512-byte-aligned buffer; K-major sbo = 512).
+__device__ __forceinline__ unsigned long long wgmma_desc_at(unsigned addr, unsigned lbo_bytes, unsigned sbo_bytes,
+                                                            unsigned swizzle = 1) {
   asm volatile("" : "+r"(addr));
   const unsigned lo = ((addr & 0x3FFFFu) >> 4) | (((lbo_bytes >> 4) & 0x3FFFu) << 16);
-  const unsigned hi = ((sbo_bytes >> 4) & 0x3FFFu) | (1u << 30);
+  const unsigned hi = ((sbo_bytes >> 4) & 0x3FFFu) | (swizzle << 30);
   return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
