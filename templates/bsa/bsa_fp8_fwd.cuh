@@ -6,11 +6,12 @@
 //   bsa8_finalize  grid (B * H): mu[b, h, :] = fp32(sum / S_kv) (the sums of bf16 values in fp64 are exact
 //                  in practice, so mu equals the reference's rounded exact mean); CTAs of b = 0 also write
 //                  s_v[h, :] = max(max_{b, j} |v|, 1e-3) / 448.
-//   bsa8_quant_q   one warp per row: s_q = max(amax, 1e-3) / 448, q8 = e4m3(q / s_q).
+//   bsa8_quant_q   a half-warp per row: s_q = max(amax, 1e-3) / 448, q8 = e4m3(q / s_q).
 //   bsa8_quant_k   one warp per 16-key group: kc = k - mu (fp32), s_k = max(amax |kc|, 1e-3) / 448,
 //                  k8 = e4m3(kc / s_k).
-//   bsa8_quant_v   one CTA per 64-key tile: v8 = e4m3(v / s_v) written TRANSPOSED, v8t[b, h, d, :], keys
-//                  permuted inside each 16-key group (below), zeros up to s_kv_pad = ceil16(S_kv).
+//   bsa8_quant_v   (portable) one CTA per 64-key tile: v8 = e4m3(v / s_v) written TRANSPOSED, v8t[b, h, d, :],
+//                  keys permuted inside each 16-key group (below), zeros up to s_kv_pad = ceil16(S_kv).
+//   bsa8_quant_v16 (hopper) a half-warp per row: the same codes as fp16 values, v16[b, h, j, :].
 //   Every division is an IEEE fp32 division (__fdiv_rn) and every store the saturating RNE e4m3
 //   conversion of SPEC.md §1.8, so the codes equal the CPU reference's bit for bit.
 //
@@ -169,70 +170,161 @@ __global__ void __launch_bounds__(128) bsa8_finalize(const __grid_constant__ Bsa
   }
 }
 
-// One warp per (b, h, i) row, 8 rows per CTA, grid-stride. Lane l owns channels [4l, 4l + 4).
+// Eight bf16 values (one 16-byte chunk) to fp32.
+__device__ __forceinline__ void bsa8_unpack8(const uint4& u, float (&x)[8]) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = Float16Traits<__nv_bfloat16>::to_float2(w[e]);
+    x[2 * e] = f.x;
+    x[2 * e + 1] = f.y;
+  }
+}
+// Eight saturating RNE e4m3 codes of x / s (IEEE divisions), lowest channel first.
+__device__ __forceinline__ uint2 bsa8_codes8(const float (&x)[8], float s) {
+  uint2 r = make_uint2(0u, 0u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    r.x |= bsa8_code(__fdiv_rn(x[e], s)) << (8 * e);
+    r.y |= bsa8_code(__fdiv_rn(x[4 + e], s)) << (8 * e);
+  }
+  return r;
+}
+
+// Rows are read and written as 16-byte chunks by half-warps (lane l % 16 owns channels [8 (l % 16), +8)), so
+// a load instruction of a warp covers two 256-byte rows; the kernels below keep several rows' loads in flight
+// per thread before any arithmetic (memory-level parallelism: they are bandwidth-bound passes).
+
+// Q: 8 rows per warp per step (a half-warp per row, four loads per thread in flight), grid-stride over steps.
 template <int D>
 __global__ void __launch_bounds__(256) bsa8_quant_q(const __grid_constant__ BsaFp8Params p) {
-  const int lane = threadIdx.x & 31;
+  constexpr int kRows = 8;
+  const int lane = threadIdx.x & 31, half = lane >> 4, ch = lane & 15;
   const long long rows = static_cast<long long>(p.batch) * p.heads * p.s_q;
-  const long long step = static_cast<long long>(gridDim.x) * 8;
-  for (long long r = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); r < rows; r += step) {
-    const long long bh = r / p.s_q;
-    const int i = static_cast<int>(r - bh * p.s_q);
-    const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
-    float x[4];
-    bsa8_load4(static_cast<const __nv_bfloat16*>(p.q) + b * p.q_sb + h * p.q_sh + i * p.q_ss + 4 * lane, x);
-    float mx = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
-    mx = bsa8_warp_max(mx);
-    const float s = __fdiv_rn(fmaxf(mx, 1e-3f), 448.f);
-    unsigned w = 0;
+  const long long warps = static_cast<long long>(gridDim.x) * 8;
+  for (long long r0 = (static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5)) * kRows; r0 < rows;
+       r0 += warps * kRows) {
+    uint4 u[kRows / 2];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) w |= bsa8_code(__fdiv_rn(x[e], s)) << (8 * e);
-    *reinterpret_cast<unsigned*>(p.q8 + r * 128 + 4 * lane) = w;
-    if (lane == 0) p.sq[r] = s;
+    for (int j = 0; j < kRows / 2; ++j) {
+      const long long r = r0 + 2 * j + half;
+      u[j] = make_uint4(0u, 0u, 0u, 0u);
+      if (r < rows) {
+        const long long bh = r / p.s_q;
+        const int i = static_cast<int>(r - bh * p.s_q);
+        const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
+        u[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + b * p.q_sb + h * p.q_sh +
+                                                    i * p.q_ss + 8 * ch));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      const long long r = r0 + 2 * j + half;
+      float x[8];
+      bsa8_unpack8(u[j], x);
+      float mx = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) mx = fmaxf(mx, fabsf(x[e]));
+#pragma unroll
+      for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));  // within the half-warp
+      const float s = __fdiv_rn(fmaxf(mx, 1e-3f), 448.f);
+      if (r < rows) {
+        *reinterpret_cast<uint2*>(p.q8 + r * 128 + 8 * ch) = bsa8_codes8(x, s);
+        if (ch == 0) p.sq[r] = s;
+      }
+    }
   }
 }
 
-// One warp per 16-key group of one (b, h), 8 groups per CTA, grid-stride. Lane l owns channels
-// [4l, 4l + 4) of the group's keys.
+// K: one warp per 16-key group of one (b, h) (a half-warp per key, eight loads per thread in flight), 8 groups
+// per CTA, grid-stride: kc = k - mu (fp32), s_k = max(amax |kc| over the group, 1e-3) / 448, k8 = e4m3(kc / s_k).
 template <int D>
 __global__ void __launch_bounds__(256) bsa8_quant_k(const __grid_constant__ BsaFp8Params p) {
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, half = lane >> 4, ch = lane & 15;
   const long long groups = static_cast<long long>(p.batch) * p.heads * p.n_groups;
   const long long step = static_cast<long long>(gridDim.x) * 8;
   for (long long gr = static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5); gr < groups; gr += step) {
     const long long bh = gr / p.n_groups;
     const int gi = static_cast<int>(gr - bh * p.n_groups);
     const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
-    const float4 mu = *reinterpret_cast<const float4*>(p.mu + bh * 128 + 4 * lane);
     const int j0 = gi * 16, n = min(16, p.s_kv - j0);
-    const auto* src = static_cast<const __nv_bfloat16*>(p.k) + b * p.k_sb + h * p.k_sh + 4 * lane;
-    float kc[16][4];
+    const auto* src = static_cast<const __nv_bfloat16*>(p.k) + b * p.k_sb + h * p.k_sh + 8 * ch;
+    uint4 u[8];
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int key = 2 * jj + half;
+      u[jj] = key < n ? __ldg(reinterpret_cast<const uint4*>(src + (j0 + key) * p.k_ss)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    const float4 mu0 = *reinterpret_cast<const float4*>(p.mu + bh * 128 + 8 * ch);
+    const float4 mu1 = *reinterpret_cast<const float4*>(p.mu + bh * 128 + 8 * ch + 4);
+    const float mu[8] = {mu0.x, mu0.y, mu0.z, mu0.w, mu1.x, mu1.y, mu1.z, mu1.w};
+    float kc[8][8];
     float mx = 0.f;
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      if (jj < n) {
-        float x[4];
-        bsa8_load4(src + (j0 + jj) * p.k_ss, x);
-        kc[jj][0] = x[0] - mu.x;
-        kc[jj][1] = x[1] - mu.y;
-        kc[jj][2] = x[2] - mu.z;
-        kc[jj][3] = x[3] - mu.w;
-        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(kc[jj][0]), fabsf(kc[jj][1])), fmaxf(fabsf(kc[jj][2]), fabsf(kc[jj][3]))));
+    for (int jj = 0; jj < 8; ++jj) {
+      float x[8];
+      bsa8_unpack8(u[jj], x);
+      const bool live = 2 * jj + half < n;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        kc[jj][e] = x[e] - mu[e];
+        if (live) mx = fmaxf(mx, fabsf(kc[jj][e]));
       }
     }
     mx = bsa8_warp_max(mx);
     const float s = __fdiv_rn(fmaxf(mx, 1e-3f), 448.f);
-    unsigned char* dst = p.k8 + (bh * p.s_kv + j0) * 128 + 4 * lane;
+    unsigned char* dst = p.k8 + (bh * p.s_kv + j0) * 128 + 8 * ch;
 #pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      if (jj < n) {
-        unsigned w = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) w |= bsa8_code(__fdiv_rn(kc[jj][e], s)) << (8 * e);
-        *reinterpret_cast<unsigned*>(dst + jj * 128) = w;
-      }
+    for (int jj = 0; jj < 8; ++jj) {
+      const int key = 2 * jj + half;
+      if (key < n) *reinterpret_cast<uint2*>(dst + key * 128) = bsa8_codes8(kc[jj], s);
     }
     if (lane == 0) p.sk[gr] = s;
+  }
+}
+
+// V for the hopper kernel: v16[b, h, j, :] = fp16(e4m3(v / s_v)), the e4m3 values held exactly in fp16, keys
+// in order (P V runs on fp16 wgmma with P in fp16; s_v is applied to O at the end). Four rows per warp per
+// step (a half-warp per row), grid-stride; every key of every (b, h) (no padding).
+template <int D>
+__global__ void __launch_bounds__(256) bsa8_quant_v16(const __grid_constant__ BsaFp8Params p) {
+  constexpr int kRows = 8;
+  const int lane = threadIdx.x & 31, half = lane >> 4, ch = lane & 15;
+  const long long rows = static_cast<long long>(p.batch) * p.heads * p.s_kv;
+  const long long warps = static_cast<long long>(gridDim.x) * 8;
+  for (long long r0 = (static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5)) * kRows; r0 < rows;
+       r0 += warps * kRows) {
+    uint4 u[kRows / 2];
+    int hs[kRows / 2];
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      const long long r = r0 + 2 * j + half;
+      u[j] = make_uint4(0u, 0u, 0u, 0u);
+      hs[j] = 0;
+      if (r < rows) {
+        const long long bh = r / p.s_kv;
+        const int i = static_cast<int>(r - bh * p.s_kv);
+        const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
+        hs[j] = h;
+        u[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.v) + b * p.v_sb + h * p.v_sh +
+                                                    i * p.v_ss + 8 * ch));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRows / 2; ++j) {
+      const long long r = r0 + 2 * j + half;
+      if (r >= rows) continue;
+      float x[8];
+      bsa8_unpack8(u[j], x);
+      const float* sv = p.sv + hs[j] * 128 + 8 * ch;
+      unsigned codes[2] = {0u, 0u};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) codes[e / 4] |= bsa8_code(__fdiv_rn(x[e], __ldg(sv + e))) << (8 * (e % 4));
+      uint4 w;
+      bsa8_unpack(codes[0], w.x, w.y);
+      bsa8_unpack(codes[1], w.z, w.w);
+      *reinterpret_cast<uint4*>(p.v16 + r * 128 + 8 * ch) = w;
+    }
   }
 }
 

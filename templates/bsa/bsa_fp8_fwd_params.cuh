@@ -33,7 +33,8 @@ struct BsaFp8Params {
   // Workspace (device addresses inside the plan's buffer).
   unsigned char* q8;   // [B, H, S_q, 128] e4m3 codes
   unsigned char* k8;   // [B, H, S_kv, 128] e4m3 codes of k - mu
-  unsigned char* v8t;  // [B, H, 128, s_kv_pad] e4m3 codes, keys contiguous, permuted per 16-key group
+  unsigned char* v8t;  // [B, H, 128, s_kv_pad] e4m3 codes, keys contiguous, permuted per 16-key group (portable)
+  unsigned short* v16; // [B, H, S_kv, 128] the same codes' values as fp16 bits (hopper)
   float* sq;           // [B, H, S_q]
   float* sk;           // [B, H, n_groups]
   float* sv;           // [H, 128]

@@ -1,5 +1,6 @@
 // bsa_fp8_fwd (SPEC.md §2.6): configuration, validation, the CPU reference plan and the kernel plan
-// (quantisation pre-pass + e4m3 attention, templates/bsa/bsa_fp8_fwd.cuh) with its plan workspace.
+// (quantisation pre-pass + e4m3 attention: templates/bsa/bsa_fp8_fwd.cuh, and on sm_90a the FP8 wgmma
+// attention of templates/hopper/bsa_fp8_fwd_hopper.cuh) with its plan workspace.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include "bsa/bsa_fp8_fwd_params.cuh"
+#include "hopper/bsa_fp8_fwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -76,8 +78,10 @@ constexpr const char* kTemplate = "bsa/bsa_fp8_fwd.cuh";
 constexpr int kAttnThreads = kernels::kBsa8Threads;      // 2 warps of 32 query rows
 constexpr int kAttnSmemBytes = kernels::kBsa8SmemBytes;  // fp16 Q, double-buffered e4m3 K and V^T, s_k
 
-// The pre-pass kernels, in launch order.
+// The pre-pass kernels, in launch order; the last one writes V for the attention kernel of the plan's backend
+// (v8t for the portable kernel, v16 for the hopper one).
 const char* const kPrepass[] = {"stats", "finalize", "quant_q", "quant_k", "quant_v"};
+const char* prepass_name(size_t i, bool hopper) { return hopper && i == 4 ? "quant_v16" : kPrepass[i]; }
 
 jit::KernelSpec prepass_spec(const std::string& which, const std::string& arch) {
   jit::KernelSpec s;
@@ -90,38 +94,69 @@ jit::KernelSpec prepass_spec(const std::string& which, const std::string& arch) 
   return s;
 }
 
-jit::KernelSpec attention_spec(bool has_nums, int bsz_rank, const std::string& arch) {
+// The attention kernel: portable (mma.sync on converted fragments) or hopper (FP8 wgmma, sm_90a).
+jit::KernelSpec attention_spec(bool hopper, bool has_nums, int bsz_rank, const std::string& arch) {
   jit::KernelSpec s;
   s.op = kFp8Op;
-  s.template_file = kTemplate;
-  s.entry = fmt::format("attnjit::kernels::bsa8_attention<{}, {}>", has_nums, bsz_rank);
-  s.fields = {{"backend", "portable"},
+  s.template_file = hopper ? "hopper/bsa_fp8_fwd_hopper.cuh" : kTemplate;
+  s.entry = fmt::format("attnjit::kernels::{}<{}, {}>", hopper ? "bsa8_attention_hopper" : "bsa8_attention", has_nums,
+                        bsz_rank);
+  s.fields = {{"backend", hopper ? "hopper" : "portable"},
               {"kernel", "attention"},
               {"block_nums", has_nums ? "1" : "0"},
               {"block_sizes_rank", std::to_string(bsz_rank)}};
   s.arch = arch;
-  std::string name = fmt::format("{}.portable.attention.e4m3.d128.bs64.bn32", kFp8Op);
+  std::string name = hopper ? fmt::format("{}.hopper.attention.e4m3.d128.bs64.bn64", kFp8Op)
+                            : fmt::format("{}.portable.attention.e4m3.d128.bs64.bn32", kFp8Op);
   if (has_nums) name += ".nums";
   if (bsz_rank) name += fmt::format(".bsz{}", bsz_rank);
   s.name = name;
   return s;
 }
 
-std::vector<jit::KernelSpec> specs_for(bool has_nums, int bsz_rank, const std::string& arch) {
+std::vector<jit::KernelSpec> specs_for(bool hopper, bool has_nums, int bsz_rank, const std::string& arch) {
   std::vector<jit::KernelSpec> specs;
-  for (const char* k : kPrepass) specs.push_back(prepass_spec(k, arch));
-  specs.push_back(attention_spec(has_nums, bsz_rank, arch));
+  for (size_t i = 0; i < std::size(kPrepass); ++i) specs.push_back(prepass_spec(prepass_name(i, hopper), arch));
+  specs.push_back(attention_spec(hopper, has_nums, bsz_rank, arch));
   return specs;
+}
+
+// Whether the attention runs on the hopper kernel: 'auto' takes it on sm_90a (it reads only the plan's own
+// workspace, so no call can fall outside what it serves), 'hopper' takes it or fails naming why, 'portable'
+// never does.
+bool use_hopper(detail::Backend backend, const std::string& arch) {
+  if (backend != detail::Backend::kPortable && arch == "sm_90a") return true;
+  if (backend == detail::Backend::kHopper)
+    throw Unsupported(
+        fmt::format("{}: unsupported: backend 'hopper': it needs sm_90a (FP8 wgmma, TMA), the device is {}", kFp8Op, arch));
+  check_bsa_backend(kFp8Op, detail::Backend::kPortable, arch);
+  return false;
+}
+
+// A 3-d TMA map of bytes in the workspace (the copies do not care what the bytes encode): dims innermost first,
+// the two outer strides in bytes.
+void encode_u8_map(unsigned long long (&map)[16], CUdeviceptr base, std::array<cuuint64_t, 3> dims,
+                   std::array<cuuint64_t, 2> strides, std::array<cuuint32_t, 3> box, CUtensorMapSwizzle swizzle,
+                   const char* name) {
+  static_assert(sizeof(CUtensorMap) == sizeof(map), "CUtensorMap is 128 bytes");
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const auto& drv = jit::CudaDriver::get();
+  drv.check(drv.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
+                                       reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(), elem,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            fmt::format("{}: cuTensorMapEncodeTiled ({})", kFp8Op, name).c_str());
 }
 
 // The plan workspace: byte offsets of the quantised operands, their scales and the pre-pass partials
 // (each region 256-byte aligned), for a call's shapes.
 struct Fp8Workspace {
-  size_t q8 = 0, k8 = 0, v8t = 0, sq = 0, sk = 0, sv = 0, mu = 0, ksum = 0, vmax = 0, total = 0;
+  size_t q8 = 0, k8 = 0, v = 0, sq = 0, sk = 0, sv = 0, mu = 0, ksum = 0, vmax = 0, total = 0;
   int64_t n_groups = 0, s_kv_pad = 0, n_chunks = 0;
 };
 
-Fp8Workspace workspace_for(const BsaCall& in) {
+// v: v8t [B, H, 128, s_kv_pad] e4m3 (portable) or v16 [B, H, S_kv, 128] fp16 (hopper).
+Fp8Workspace workspace_for(const BsaCall& in, bool hopper) {
   Fp8Workspace w;
   const auto BH = static_cast<size_t>(in.B * in.H_q);
   w.n_groups = (in.S_kv + 15) / 16;
@@ -135,7 +170,7 @@ Fp8Workspace workspace_for(const BsaCall& in) {
   };
   w.q8 = take(BH * static_cast<size_t>(in.S_q) * 128);
   w.k8 = take(BH * static_cast<size_t>(in.S_kv) * 128);
-  w.v8t = take(BH * 128 * static_cast<size_t>(w.s_kv_pad));
+  w.v = take(hopper ? BH * static_cast<size_t>(in.S_kv) * 128 * 2 : BH * 128 * static_cast<size_t>(w.s_kv_pad));
   w.sq = take(BH * static_cast<size_t>(in.S_q) * 4);
   w.sk = take(BH * static_cast<size_t>(w.n_groups) * 4);
   w.sv = take(static_cast<size_t>(in.H_q) * 128 * 4);
@@ -157,23 +192,25 @@ void check_sizes(const BsaCall& in) {
 
 class KernelPlan final : public detail::PlanImpl {
  public:
-  KernelPlan(detail::RuntimeImpl& rt, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch)
+  KernelPlan(detail::RuntimeImpl& rt, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch, bool hopper)
       : cfg_(cfg),
+        hopper_(hopper),
         has_nums_(call.in.nums != nullptr),
         bsz_rank_(call.in.block_sizes_rank),
         device_(call.in.device.index),
         sm_count_(rt.sm_count(call.in.device.index)),
         ws_(kFp8Op, call.in.device.index) {
     for (size_t i = 0; i < std::size(kPrepass); ++i)
-      prepass_[i] = rt.kernels().loaded(prepass_spec(kPrepass[i], arch), device_);
-    attention_ = rt.kernels().loaded(attention_spec(has_nums_, bsz_rank_, arch), device_);
-    require_dynamic_smem(kFp8Op, *attention_, attention_->compiled->spec, kAttnSmemBytes);
+      prepass_[i] = rt.kernels().loaded(prepass_spec(prepass_name(i, hopper_), arch), device_);
+    attention_ = rt.kernels().loaded(attention_spec(hopper_, has_nums_, bsz_rank_, arch), device_);
+    require_dynamic_smem(kFp8Op, *attention_, attention_->compiled->spec,
+                         hopper_ ? kernels::kBsa8HopperSmemBytes : kAttnSmemBytes);
   }
 
   void prepare(const TensorArgs& tensors) const override {
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
     check_sizes(call.in);
-    ws_.reserve(workspace_for(call.in).total);
+    ws_.reserve(workspace_for(call.in, hopper_).total);
   }
   std::size_t workspace_bytes() const override { return ws_.bytes(); }
 
@@ -191,7 +228,7 @@ class KernelPlan final : public detail::PlanImpl {
     drv.bind_device(device_);
     if (cfg_.validate_inputs) BsaMetadataHost::load(kFp8Op, in, stream).check_contents(kFp8Op, cfg_.allow_empty);
 
-    const Fp8Workspace w = workspace_for(in);
+    const Fp8Workspace w = workspace_for(in, hopper_);
     // The lease orders the workspace after its previous user stream until every kernel is enqueued.
     const detail::PlanWorkspace::Lease lease = ws_.acquire(w.total, stream);
     const CUdeviceptr base = lease.ptr();
@@ -203,7 +240,10 @@ class KernelPlan final : public detail::PlanImpl {
     p.n_chunks = static_cast<int>(w.n_chunks);
     p.q8 = reinterpret_cast<unsigned char*>(base + w.q8);
     p.k8 = reinterpret_cast<unsigned char*>(base + w.k8);
-    p.v8t = reinterpret_cast<unsigned char*>(base + w.v8t);
+    if (hopper_)
+      p.v16 = reinterpret_cast<unsigned short*>(base + w.v);
+    else
+      p.v8t = reinterpret_cast<unsigned char*>(base + w.v);
     p.sq = reinterpret_cast<float*>(base + w.sq);
     p.sk = reinterpret_cast<float*>(base + w.sk);
     p.sv = reinterpret_cast<float*>(base + w.sv);
@@ -213,15 +253,33 @@ class KernelPlan final : public detail::PlanImpl {
 
     const auto BH = static_cast<unsigned>(in.B * in.H_q);
     const auto cap = static_cast<int64_t>(sm_count_) * 32;  // grid-stride kernels: 32 CTAs of 8 warps per SM
-    const auto q_ctas = static_cast<unsigned>(std::min<int64_t>((in.B * in.H_q * in.S_q + 7) / 8, cap));
+    const auto q_ctas = static_cast<unsigned>(std::min<int64_t>((in.B * in.H_q * in.S_q + 63) / 64, cap));  // 64 rows
+    const auto v_ctas = static_cast<unsigned>(std::min<int64_t>((in.B * in.H_q * in.S_kv + 63) / 64, cap));
     const auto k_ctas = static_cast<unsigned>(std::min<int64_t>((in.B * in.H_q * w.n_groups + 7) / 8, cap));
     launch(0, {static_cast<unsigned>(w.n_chunks), BH, 1}, 256, 0, p, stream);         // stats
     launch(1, {BH, 1, 1}, 128, 0, p, stream);                                          // finalize
     launch(2, {q_ctas, 1, 1}, 256, 0, p, stream);                                      // quant_q
     launch(3, {k_ctas, 1, 1}, 256, 0, p, stream);                                      // quant_k
-    launch(4, {static_cast<unsigned>((w.s_kv_pad + 63) / 64), BH, 1}, 256, 0, p, stream);  // quant_v
-    launch(5, {static_cast<unsigned>(in.N_q), static_cast<unsigned>(in.H_q), static_cast<unsigned>(in.B)},
-           kAttnThreads, kAttnSmemBytes, p, stream);
+    if (hopper_)
+      launch(4, {v_ctas, 1, 1}, 256, 0, p, stream);  // quant_v16
+    else
+      launch(4, {static_cast<unsigned>((w.s_kv_pad + 63) / 64), BH, 1}, 256, 0, p, stream);  // quant_v
+    const Grid grid{static_cast<unsigned>(in.N_q), static_cast<unsigned>(in.H_q), static_cast<unsigned>(in.B)};
+    if (!hopper_) {
+      launch(5, grid, kAttnThreads, kAttnSmemBytes, p, stream);
+      return;
+    }
+    // Q8 and K8 as (128 bytes, row, b * H + h), V16 as (256 bytes, key, b * H + h) read as two 128-byte boxes;
+    // 64-row boxes, rows and keys past the ends zero-filled.
+    kernels::BsaFp8HopperParams hp{};
+    hp.p = p;
+    const auto S_q = static_cast<cuuint64_t>(in.S_q), S_kv = static_cast<cuuint64_t>(in.S_kv);
+    encode_u8_map(hp.q_map, base + w.q8, {128, S_q, BH}, {128, 128 * S_q}, {128, 64, 1}, CU_TENSOR_MAP_SWIZZLE_128B, "q8");
+    encode_u8_map(hp.k_map, base + w.k8, {128, S_kv, BH}, {128, 128 * S_kv}, {128, 64, 1}, CU_TENSOR_MAP_SWIZZLE_128B,
+                  "k8");
+    encode_u8_map(hp.v_map, base + w.v, {256, S_kv, BH}, {256, 256 * S_kv}, {128, 64, 1}, CU_TENSOR_MAP_SWIZZLE_128B,
+                  "v16");
+    launch_raw(5, grid, kernels::kBsa8HopperThreads, kernels::kBsa8HopperSmemBytes, &hp, stream);
   }
 
   std::string describe() const override {
@@ -237,6 +295,10 @@ class KernelPlan final : public detail::PlanImpl {
   // which: 0..4 the pre-pass kernels in kPrepass order, 5 the attention kernel.
   void launch(int which, Grid grid, unsigned threads, unsigned smem, const kernels::BsaFp8Params& p,
               void* stream) const {
+    kernels::BsaFp8Params params = p;
+    launch_raw(which, grid, threads, smem, &params, stream);
+  }
+  void launch_raw(int which, Grid grid, unsigned threads, unsigned smem, void* params, void* stream) const {
     const jit::LoadedKernel& k = which < 5 ? *prepass_[static_cast<size_t>(which)] : *attention_;
     CUlaunchConfig lc{};
     lc.gridDimX = grid.x;
@@ -246,14 +308,14 @@ class KernelPlan final : public detail::PlanImpl {
     lc.blockDimY = lc.blockDimZ = 1;
     lc.sharedMemBytes = smem;
     lc.hStream = static_cast<CUstream>(stream);
-    kernels::BsaFp8Params params = p;
-    void* args[] = {&params};
+    void* args[] = {params};
     const auto& drv = jit::CudaDriver::get();
     drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
               fmt::format("{}: {} launch", kFp8Op, which < 5 ? kPrepass[which] : "attention").c_str());
   }
 
   Fp8Config cfg_;
+  bool hopper_;
   bool has_nums_;
   int bsz_rank_;
   int device_;
@@ -270,8 +332,7 @@ class BsaFp8FwdOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
-    check_bsa_backend(kFp8Op, backend_, arch);
-    return specs_for(call.in.nums != nullptr, call.in.block_sizes_rank, arch);
+    return specs_for(use_hopper(backend_, arch), call.in.nums != nullptr, call.in.block_sizes_rank, arch);
   }
 
  protected:
@@ -291,8 +352,7 @@ class BsaFp8FwdOp final : public detail::OpInstance {
       });
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
     const std::string arch = rt_.arch_for_device(call.in.device.index);
-    check_bsa_backend(kFp8Op, backend_, arch);
-    return std::make_shared<KernelPlan>(rt_, cfg_, call, arch);
+    return std::make_shared<KernelPlan>(rt_, cfg_, call, arch, use_hopper(backend_, arch));
   }
 
  private:
@@ -311,10 +371,14 @@ OpDefinition bsa_fp8_fwd_definition() {
   return ops::op_definition<ops::bsa::BsaFp8FwdOp>(ops::bsa::kFp8Op, [](const std::string& arch) {
     using namespace ops::bsa;
     // The pre-pass, and the attention kernel for fixed and variable counts without block_sizes and for
-    // fixed counts with rank-1 block_sizes.
-    std::vector<jit::KernelSpec> specs = specs_for(false, 0, arch);
-    specs.push_back(attention_spec(true, 0, arch));
-    specs.push_back(attention_spec(false, 1, arch));
+    // fixed counts with rank-1 block_sizes: portable everywhere, and hopper on sm_90a ('auto' there).
+    std::vector<jit::KernelSpec> specs = specs_for(false, false, 0, arch);
+    for (const bool hopper : {false, true}) {
+      if (hopper && arch != "sm_90a") continue;
+      if (hopper) specs.push_back(attention_spec(true, false, 0, arch));
+      specs.push_back(attention_spec(hopper, true, 0, arch));
+      specs.push_back(attention_spec(hopper, false, 1, arch));
+    }
     return specs;
   });
 }
