@@ -375,7 +375,10 @@ OpDefinition bsa_fp8_fwd_definition() {
     std::vector<jit::KernelSpec> specs = specs_for(false, false, 0, arch);
     for (const bool hopper : {false, true}) {
       if (hopper && arch != "sm_90a") continue;
-      if (hopper) specs.push_back(attention_spec(true, false, 0, arch));
+      if (hopper) {
+        specs.push_back(prepass_spec(prepass_name(4, true), arch));  // quant_v16
+        specs.push_back(attention_spec(true, false, 0, arch));
+      }
       specs.push_back(attention_spec(hopper, true, 0, arch));
       specs.push_back(attention_spec(hopper, false, 1, arch));
     }
