@@ -195,6 +195,28 @@ __device__ __forceinline__ uint2 bsa8_codes8(const float (&x)[8], float s) {
 // a load instruction of a warp covers two 256-byte rows; the kernels below keep several rows' loads in flight
 // per thread before any arithmetic (memory-level parallelism: they are bandwidth-bound passes).
 
+// This thread's 16-byte chunks (channels [8 ch, 8 ch + 8)) of rows r0 + 2 j + half, j < N, of a [B, H, S, 128]
+// bf16 tensor with strides (sb, sh, ss) (flat row r = (b H + h) S + i; rows >= `rows` give zeros), and each
+// row's head in hs. All N loads are issued before any is used.
+template <int N>
+__device__ __forceinline__ void bsa8_load_rows(const void* base, long long sb, long long sh, long long ss, int s_len,
+                                               int heads, long long rows, long long r0, int half, int ch, uint4 (&u)[N],
+                                               int (&hs)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const long long r = r0 + 2 * j + half;
+    u[j] = make_uint4(0u, 0u, 0u, 0u);
+    hs[j] = 0;
+    if (r < rows) {
+      const long long bh = r / s_len;
+      const int i = static_cast<int>(r - bh * s_len);
+      const int b = static_cast<int>(bh / heads), h = static_cast<int>(bh % heads);
+      hs[j] = h;
+      u[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + b * sb + h * sh + i * ss + 8 * ch));
+    }
+  }
+}
+
 // Q: 8 rows per warp per step (a half-warp per row, four loads per thread in flight), grid-stride over steps.
 template <int D>
 __global__ void __launch_bounds__(256) bsa8_quant_q(const __grid_constant__ BsaFp8Params p) {
@@ -205,18 +227,8 @@ __global__ void __launch_bounds__(256) bsa8_quant_q(const __grid_constant__ BsaF
   for (long long r0 = (static_cast<long long>(blockIdx.x) * 8 + (threadIdx.x >> 5)) * kRows; r0 < rows;
        r0 += warps * kRows) {
     uint4 u[kRows / 2];
-#pragma unroll
-    for (int j = 0; j < kRows / 2; ++j) {
-      const long long r = r0 + 2 * j + half;
-      u[j] = make_uint4(0u, 0u, 0u, 0u);
-      if (r < rows) {
-        const long long bh = r / p.s_q;
-        const int i = static_cast<int>(r - bh * p.s_q);
-        const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
-        u[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + b * p.q_sb + h * p.q_sh +
-                                                    i * p.q_ss + 8 * ch));
-      }
-    }
+    int hs[kRows / 2];
+    bsa8_load_rows(p.q, p.q_sb, p.q_sh, p.q_ss, p.s_q, p.heads, rows, r0, half, ch, u, hs);
 #pragma unroll
     for (int j = 0; j < kRows / 2; ++j) {
       const long long r = r0 + 2 * j + half;
@@ -285,7 +297,7 @@ __global__ void __launch_bounds__(256) bsa8_quant_k(const __grid_constant__ BsaF
 
 // V for the hopper kernel: v16[b, h, j, :] = fp16(e4m3(v / s_v)), the e4m3 values held exactly in fp16, keys
 // in order (P V runs on fp16 wgmma with P in fp16; s_v is applied to O at the end). Four rows per warp per
-// step (a half-warp per row), grid-stride; every key of every (b, h) (no padding).
+// step (a half-warp per row, as quant_q), grid-stride; every key of every (b, h) (no padding).
 template <int D>
 __global__ void __launch_bounds__(256) bsa8_quant_v16(const __grid_constant__ BsaFp8Params p) {
   constexpr int kRows = 8;
@@ -296,20 +308,7 @@ __global__ void __launch_bounds__(256) bsa8_quant_v16(const __grid_constant__ Bs
        r0 += warps * kRows) {
     uint4 u[kRows / 2];
     int hs[kRows / 2];
-#pragma unroll
-    for (int j = 0; j < kRows / 2; ++j) {
-      const long long r = r0 + 2 * j + half;
-      u[j] = make_uint4(0u, 0u, 0u, 0u);
-      hs[j] = 0;
-      if (r < rows) {
-        const long long bh = r / p.s_kv;
-        const int i = static_cast<int>(r - bh * p.s_kv);
-        const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
-        hs[j] = h;
-        u[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.v) + b * p.v_sb + h * p.v_sh +
-                                                    i * p.v_ss + 8 * ch));
-      }
-    }
+    bsa8_load_rows(p.v, p.v_sb, p.v_sh, p.v_ss, p.s_kv, p.heads, rows, r0, half, ch, u, hs);
 #pragma unroll
     for (int j = 0; j < kRows / 2; ++j) {
       const long long r = r0 + 2 * j + half;
