@@ -414,23 +414,7 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
   if (tid < R) {
     const int t = t0 + tid;
     int base = 0, n = 0;
-    if (t < p.T) {
-      if constexpr (PACKED) {
-        const int* cu = p.cu_seqlens;
-        if (t < cu[p.N]) {
-          int lo = 0, hi = p.N - 1;  // the last document d with cu[d] <= t
-          while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (cu[mid] <= t) lo = mid;
-            else hi = mid - 1;
-          }
-          base = p.cu_seqlens_k[lo];
-          n = CAUSAL ? (t - cu[lo] + 1) / p.compress_ratio : p.cu_seqlens_k[lo + 1] - base;
-        }
-      } else {
-        n = CAUSAL ? (t + 1) / p.compress_ratio : p.S;
-      }
-    }
+    if (t < p.T) li_row_candidates<CAUSAL, PACKED>(p, t, base, n);
     sRow[tid * kLightningIndexerRowInfo + 0] = base;
     sRow[tid * kLightningIndexerRowInfo + 1] = n;
   }

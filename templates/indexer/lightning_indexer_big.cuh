@@ -26,6 +26,7 @@
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
 #include "indexer/lightning_indexer_big_params.cuh"
+#include "indexer/lightning_indexer_params.cuh"
 #include "indexer/topk_select.cuh"
 
 namespace attnjit::kernels {
@@ -38,23 +39,7 @@ static_assert(kLiBigScoreThreads == 32 * (kLiBigScoreTileN / 32), "lightning_ind
 // it keeps slab writes in bounds when packed offsets break it).
 template <bool CAUSAL, bool PACKED>
 __device__ __forceinline__ void li_big_row(const LightningIndexerBigParams& p, int t, int& base, int& n) {
-  base = 0;
-  n = 0;
-  if constexpr (PACKED) {
-    const int* cu = p.cu_seqlens;
-    if (t < cu[p.N]) {
-      int lo = 0, hi = p.N - 1;  // the last document d with cu[d] <= t
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (cu[mid] <= t) lo = mid;
-        else hi = mid - 1;
-      }
-      base = p.cu_seqlens_k[lo];
-      n = CAUSAL ? (t - cu[lo] + 1) / p.compress_ratio : p.cu_seqlens_k[lo + 1] - base;
-    }
-  } else {
-    n = CAUSAL ? (t + 1) / p.compress_ratio : p.S;
-  }
+  li_row_candidates<CAUSAL, PACKED>(p, t, base, n);
   n = max(0, min(n, p.max_cand));
 }
 

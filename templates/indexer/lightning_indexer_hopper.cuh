@@ -111,23 +111,7 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
   if (tid < R) {
     const int t = t0 + tid;
     int rbase = 0, n = 0;
-    if (t < p.T) {
-      if constexpr (PACKED) {
-        const int* cu = p.cu_seqlens;
-        if (t < cu[p.N]) {
-          int lo = 0, hi = p.N - 1;  // the last document d with cu[d] <= t
-          while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (cu[mid] <= t) lo = mid;
-            else hi = mid - 1;
-          }
-          rbase = p.cu_seqlens_k[lo];
-          n = CAUSAL ? (t - cu[lo] + 1) / p.compress_ratio : p.cu_seqlens_k[lo + 1] - rbase;
-        }
-      } else {
-        n = CAUSAL ? (t + 1) / p.compress_ratio : p.S;
-      }
-    }
+    if (t < p.T) li_row_candidates<CAUSAL, PACKED>(p, t, rbase, n);
     sRow[tid * kLightningIndexerRowInfo + 0] = rbase;
     sRow[tid * kLightningIndexerRowInfo + 1] = n;
   }

@@ -91,4 +91,30 @@ ATTNJIT_LI_HD constexpr int lightning_indexer_head_tile(int H) {
   return (H + 63) / 64 * 64;
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// Token t's candidates (t < T): pool rows [base, base + n), local indices 0..n-1; packed documents are
+// found by binary search of cu_seqlens (tokens past the packed end have none). Shared by the fused,
+// hopper and slab kernels; P is any of their parameter structs.
+template <bool CAUSAL, bool PACKED, typename P>
+__device__ __forceinline__ void li_row_candidates(const P& p, int t, int& base, int& n) {
+  base = 0;
+  n = 0;
+  if constexpr (PACKED) {
+    const int* cu = p.cu_seqlens;
+    if (t < cu[p.N]) {
+      int lo = 0, hi = p.N - 1;  // the last document d with cu[d] <= t
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (cu[mid] <= t) lo = mid;
+        else hi = mid - 1;
+      }
+      base = p.cu_seqlens_k[lo];
+      n = CAUSAL ? (t - cu[lo] + 1) / p.compress_ratio : p.cu_seqlens_k[lo + 1] - base;
+    }
+  } else {
+    n = CAUSAL ? (t + 1) / p.compress_ratio : p.S;
+  }
+}
+#endif
+
 }  // namespace attnjit::kernels
