@@ -300,6 +300,38 @@ TEST_CASE("attention planner: the hopper backend of bsa_fwd, and what 'auto' pic
                        doctest::Contains("sm_90a"), attnjit::Unsupported);
 }
 
+TEST_CASE("attention planner: bsa_fp8_fwd's backends (pre-pass and attention kernels)") {
+  test::TempDir dir("planner");
+  attnjit::Runtime rt(options_in(dir));
+  // BHSD, B 1, H 2, S 300 (5 blocks of 64), D 128, fixed count 2.
+  const TensorArgs args{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {1, 2, 300, 128}, kGpu)},
+                        {"k", TensorRef::contiguous(fake_addr(1), DType::kBF16, {1, 2, 300, 128}, kGpu)},
+                        {"v", TensorRef::contiguous(fake_addr(2), DType::kBF16, {1, 2, 300, 128}, kGpu)},
+                        {"q2k_block_index", TensorRef::contiguous(fake_addr(3), DType::kI32, {1, 2, 5, 2}, kGpu)},
+                        {"o", TensorRef::contiguous(fake_addr(4), DType::kBF16, {1, 2, 300, 128}, kGpu)}};
+  auto names = [&](const nlohmann::json& config, const char* arch) {
+    std::vector<std::string> out;
+    for (const auto& s : rt.impl().op("bsa_fp8_fwd", config)->kernels_for(args, arch)) out.push_back(s.describe());
+    return out;
+  };
+  // 'auto' on sm_90a: the hopper attention kernel, with the pre-pass writing V as fp16 values.
+  const auto hopper = names({{"block_sparse_num", 2}}, "sm_90a");
+  REQUIRE(hopper.size() == 6);
+  CHECK(hopper[4] == "bsa_fp8_fwd.portable.prepass.quant_v16.sm_90a");
+  CHECK(hopper[5] == "bsa_fp8_fwd.hopper.attention.e4m3.d128.bs64.bn64.sm_90a");
+  CHECK(names({{"block_sparse_num", 2}, {"backend", "hopper"}}, "sm_90a") == hopper);
+  // 'portable' (and 'auto' elsewhere): the mma.sync kernel and the transposed e4m3 V.
+  const auto portable = names({{"block_sparse_num", 2}, {"backend", "portable"}}, "sm_90a");
+  REQUIRE(portable.size() == 6);
+  CHECK(portable[4] == "bsa_fp8_fwd.portable.prepass.quant_v.sm_90a");
+  CHECK(portable[5] == "bsa_fp8_fwd.portable.attention.e4m3.d128.bs64.bn32.sm_90a");
+  CHECK(names({{"block_sparse_num", 2}}, "sm_89")[5] == "bsa_fp8_fwd.portable.attention.e4m3.d128.bs64.bn32.sm_89");
+  // An explicit 'hopper' never falls back.
+  CHECK_THROWS_WITH_AS(names({{"block_sparse_num", 2}, {"backend", "hopper"}}, "sm_89"),
+                       doctest::Contains("bsa_fp8_fwd: unsupported: backend 'hopper': it needs sm_90a"),
+                       attnjit::Unsupported);
+}
+
 TEST_CASE("attention planner: gqa_paged_fwd's prefill path on the hopper backend") {
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));

@@ -311,7 +311,8 @@ class KernelPlan final : public detail::PlanImpl {
     void* args[] = {params};
     const auto& drv = jit::CudaDriver::get();
     drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
-              fmt::format("{}: {} launch", kFp8Op, which < 5 ? kPrepass[which] : "attention").c_str());
+              fmt::format("{}: {} launch", kFp8Op, which < 5 ? prepass_name(static_cast<size_t>(which), hopper_) : "attention")
+                  .c_str());
   }
 
   Fp8Config cfg_;
