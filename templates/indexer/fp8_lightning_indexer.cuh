@@ -161,25 +161,38 @@ __global__ void __launch_bounds__(kFp8IndexerThreads) fp8_lightning_indexer(cons
 
     // Queries of group g (padded heads and rows past S are zero, with weight 0) and their weights.
     if constexpr (Q_BF16) {
+      // kBatch 16-byte loads per thread in flight, then their conversion: one load at a time left each
+      // CTA waiting NCOLS * D / 8 / kThreads global round trips before its first tile.
       constexpr int kPerRow = D / 8;  // 8 bf16 (one 16-byte load) per item
-#pragma unroll 1
-      for (int i = tid; i < NCOLS * kPerRow; i += kThreads) {
+      constexpr int kItems = NCOLS * kPerRow, kBatch = D == 64 ? 8 : 4;  // within the MMA loop's registers
+      auto item_src = [&](int i) -> const uint4* {
         const int col = i / kPerRow, e = (i - col * kPerRow) * 8;
         const int ql = col / HP, hl = col - ql * HP;
         const int s = q0 + ql;
-        uint2 packed = make_uint2(0, 0);
-        if (s < S && hl < HG) {
-          const auto* src = static_cast<const __nv_bfloat16*>(p.q) + b * p.q_sb + s * p.q_ss +
-                            static_cast<long long>(g * HG + hl) * p.q_sh + e;
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
-          const unsigned w[4] = {v.x, v.y, v.z, v.w};
+        if (i >= kItems || s >= S || hl >= HG) return nullptr;
+        return reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) + b * p.q_sb + s * p.q_ss +
+                                              static_cast<long long>(g * HG + hl) * p.q_sh + e);
+      };
+#pragma unroll 1
+      for (int i0 = tid; i0 < kItems; i0 += kBatch * kThreads) {
+        uint4 v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const uint4* src = item_src(i0 + j * kThreads);
+          v[j] = src ? __ldg(src) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int i = i0 + j * kThreads;
+          if (i >= kItems) continue;
+          const int col = i / kPerRow, e = (i - col * kPerRow) * 8;
+          const unsigned w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
           unsigned short c[4];
 #pragma unroll
           for (int k = 0; k < 4; ++k) c[k] = float2_to_e4m3x2(Float16Traits<__nv_bfloat16>::to_float2(w[k]));
-          packed = make_uint2(c[0] | (static_cast<unsigned>(c[1]) << 16), c[2] | (static_cast<unsigned>(c[3]) << 16));
+          const uint2 packed = make_uint2(c[0] | (static_cast<unsigned>(c[1]) << 16), c[2] | (static_cast<unsigned>(c[3]) << 16));
+          *reinterpret_cast<uint2*>(q_s + col * D + fp8_swizzle<D>(col, e / 16) * 16 + (e & 15)) = packed;
         }
-        const int ch = e / 16;
-        *reinterpret_cast<uint2*>(q_s + col * D + fp8_swizzle<D>(col, ch) * 16 + (e & 15)) = packed;
       }
     } else {
 #pragma unroll 1
