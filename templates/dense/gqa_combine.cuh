@@ -2,10 +2,16 @@
 // normalised fp32 partial outputs and log2-domain LSEs of each row (gqa_fwd_params.cuh, SPLIT kernels)
 // into the output, adding the row's sink to the denominator where the op has sinks (SPEC.md §1.6).
 //
-// One warp per row; lane l owns channels [l * D / 32, (l + 1) * D / 32). With M the largest partial
-// LSE, o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M); an empty split (lse -inf) weighs nothing, and
-// a row whose splits are all empty is zero (or, with a finite sink, zero as well: its only term is the
-// sink).
+// A CTA of 8 warps; each row gets W = p.warps_per_row warps (1, 2, 4 or 8: the planner takes more for more
+// splits), so a CTA merges 8 / W rows. Warp `part` of a row adds splits part, part + W, ... four at a
+// time (their loads in flight together); lane l owns channels [l * D / 32, (l + 1) * D / 32). With M
+// the largest partial LSE, o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M); an empty split (lse
+// -inf) weighs nothing and its partial is not read into the sum, and a row whose splits are all empty
+// is zero (or, with a finite sink, zero as well: its only term is the sink). The W partial sums of a
+// row meet in shared memory.
+//
+// On sm_90 the combine is launched as a programmatic dependent of the split kernel (which triggers its
+// dependents as it starts): griddepcontrol.wait holds it until the split kernel's writes are visible.
 #pragma once
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
@@ -15,24 +21,32 @@ namespace attnjit::kernels {
 
 
 template <typename T, int D>
-__global__ void __launch_bounds__(128) gqa_split_combine(const __grid_constant__ GqaCombineParams p) {
+__global__ void __launch_bounds__(256) gqa_split_combine(const __grid_constant__ GqaCombineParams p) {
   static_assert(D % 64 == 0, "gqa_split_combine: D is a multiple of 64");
   constexpr int kPer = D / 32;  // channels per lane (even)
+  constexpr int kWarps = 8, kUnroll = 4;
   constexpr float kLn2 = 0.69314718055994530942f;
   constexpr float kLog2e = 1.44269504088896340736f;
-  const int lane = threadIdx.x % 32;
-  const long long row = static_cast<long long>(blockIdx.x) * 4 + threadIdx.x / 32;
-  if (row >= p.rows) return;
-  const long long tok = row / p.heads;
-  const int h = static_cast<int>(row - tok * p.heads);
+  __shared__ float red_o[kWarps][D];
+  __shared__ float red_z[kWarps];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int W = p.warps_per_row, part = warp % W;
+  const long long row = static_cast<long long>(blockIdx.x) * (kWarps / W) + warp / W;
+  const bool live = row < p.rows;  // every warp reaches the barrier below
+  const long long tok = live ? row / p.heads : 0;
+  const int h = live ? static_cast<int>(row - tok * p.heads) : 0;
 
   float M = -kInf();
-  for (int s = lane; s < p.n_splits; s += 32) M = fmaxf(M, p.lse_part[s * p.rows + row]);
+  if (live)
+    for (int s = lane; s < p.n_splits; s += 32) M = fmaxf(M, p.lse_part[s * p.rows + row]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
   float sink2 = -kInf();
   bool zero_head = false;
-  if (p.sinks) {
+  if (p.sinks && live) {
     const float sink = p.sinks[h * p.sinks_s];
     zero_head = sink == kInf();
     sink2 = sink * kLog2e;
@@ -42,21 +56,47 @@ __global__ void __launch_bounds__(128) gqa_split_combine(const __grid_constant__
 #pragma unroll
   for (int e = 0; e < kPer; ++e) acc[e] = 0.f;
   float z = 0.f;
-  if (M != -kInf() && !zero_head) {
-    for (int s = 0; s < p.n_splits; ++s) {
-      const float ls = p.lse_part[s * p.rows + row];
-      if (ls == -kInf()) continue;
-      const float w = exp2f(ls - Mt);
-      z += w;
-      const float* src = p.o_part + (s * p.rows + row) * D + lane * kPer;
+  if (live && M != -kInf() && !zero_head) {
+#pragma unroll 1
+    for (int s0 = part; s0 < p.n_splits; s0 += kUnroll * W) {
+      float ls[kUnroll];
+      float2 v[kUnroll][kPer / 2];
 #pragma unroll
-      for (int e = 0; e < kPer; e += 2) {
-        const float2 v = *reinterpret_cast<const float2*>(src + e);
-        acc[e] = fmaf(w, v.x, acc[e]);
-        acc[e + 1] = fmaf(w, v.y, acc[e + 1]);
+      for (int j = 0; j < kUnroll; ++j) {
+        const int s = s0 + j * W;
+        ls[j] = s < p.n_splits ? p.lse_part[s * p.rows + row] : -kInf();
+        const float* src = p.o_part + (static_cast<long long>(min(s, p.n_splits - 1)) * p.rows + row) * D + lane * kPer;
+#pragma unroll
+        for (int e = 0; e < kPer / 2; ++e) v[j][e] = *reinterpret_cast<const float2*>(src + 2 * e);
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        if (ls[j] == -kInf()) continue;
+        const float w = exp2f(ls[j] - Mt);
+        z += w;
+#pragma unroll
+        for (int e = 0; e < kPer / 2; ++e) {
+          acc[2 * e] = fmaf(w, v[j][e].x, acc[2 * e]);
+          acc[2 * e + 1] = fmaf(w, v[j][e].y, acc[2 * e + 1]);
+        }
       }
     }
   }
+  if (W > 1) {
+    if (part > 0) {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) red_o[warp][lane * kPer + e] = acc[e];
+      if (lane == 0) red_z[warp] = z;
+    }
+    __syncthreads();
+    if (part > 0) return;
+    for (int w2 = warp + 1; w2 < warp + W; ++w2) {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) acc[e] += red_o[w2][lane * kPer + e];
+      z += red_z[w2];
+    }
+  }
+  if (!live) return;
   float lse;
   if (zero_head) {
     lse = kInf();

@@ -339,6 +339,10 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   T* sQlo = sVbuf + 2 * BN * kPitch;   // RoPE only: low parts of the rotated Q and K ([2][BN] for K)
   T* sKlobuf = sQlo + BM * kPitch;
   const int rope_cols = ROPE != 0 ? (p.rotary_dim + 15) / 16 * 16 : 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The combine (gqa_combine.cuh) may be scheduled from now on; it waits for this grid's writes.
+  if constexpr (SPLIT) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   const int r = blockIdx.y;  // KV head
   const int g = p.group;

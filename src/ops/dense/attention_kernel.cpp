@@ -195,15 +195,25 @@ int ctas_per_sm(const AttentionKernelChoice& k) {
   return std::max(1, std::min({by_smem, 4, 2048 / (32 * k.warps)}));
 }
 
-void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream) {
+void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream,
+                    bool dependent) {
   if (p.rows == 0) return;
+  kernels::GqaCombineParams params = p;
+  params.warps_per_row = kernels::gqa_combine_warps(p.n_splits);
+  const int64_t rows_per_cta = 8 / params.warps_per_row;
   CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>((p.rows + 3) / 4);
+  lc.gridDimX = static_cast<unsigned>((p.rows + rows_per_cta - 1) / rows_per_cta);
   lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = 128;
+  lc.blockDimX = 256;
   lc.blockDimY = lc.blockDimZ = 1;
   lc.hStream = static_cast<CUstream>(stream);
-  kernels::GqaCombineParams params = p;
+  CUlaunchAttribute attr{};
+  if (dependent) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+  }
   void* args[] = {&params};
   const auto& drv = jit::CudaDriver::get();
   drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx (combine)", op).c_str());

@@ -64,8 +64,10 @@ int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int per_sm, i
 // How many CTAs of kernel `k` fit on one SM (shared memory, a register estimate, threads).
 int ctas_per_sm(const AttentionKernelChoice& k);
 
-// Launches gqa_split_combine over `rows` rows.
-void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream);
+// Launches gqa_split_combine over `p.rows` rows (it sets p.warps_per_row from p.n_splits). `dependent`
+// (sm_90+): launch it as a programmatic dependent of the split kernel just launched on `stream`.
+void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream,
+                    bool dependent);
 
 // The portable backend serves sm_80+; 'hopper' is served by gqa_fwd / gqa_varlen_fwd only (their
 // planners check hopper_attention_gap); every other caller gets Unsupported for it, naming the op.

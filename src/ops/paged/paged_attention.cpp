@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "jit/cuda_driver.hpp"
+#include "ops/arch.hpp"
 #include "ops/common/op_helpers.hpp"
 #include "ops/dense/attention_kernel.hpp"
 #include "ops/paged/paged_call.hpp"
@@ -315,6 +316,7 @@ struct DecodePath {
   std::shared_ptr<const jit::LoadedKernel> kernel, combine;
   int sms = 0;
   int splits_override = 0;  // ATTNJIT_DECODE_SPLITS (0: the planner's choice)
+  bool dependent_combine = false;  // sm_90+: the combine is a programmatic dependent launch
 };
 
 DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device) {
@@ -326,6 +328,7 @@ DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const Atten
   d.combine = rt.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
   d.sms = rt.sm_count(device);
   d.splits_override = rt.options().decode_splits;
+  d.dependent_combine = arch_number(main.arch) >= 90;
   return d;
 }
 
@@ -403,7 +406,7 @@ class PagedKernelPlan final : public detail::PlanImpl {
     c.heads = static_cast<int>(call.H);
     c.s_q = call.mha_decode ? static_cast<int>(call.S_q) : 0;
     c.n_splits = n;
-    launch_combine(op_, *decode_.combine, c, stream);
+    launch_combine(op_, *decode_.combine, c, stream, decode_.dependent_combine);
   }
   std::string describe() const override {
     return fmt::format("{} kernel plan: {}; decode (<= 16 query rows per request on average): {} + {}", op_,
