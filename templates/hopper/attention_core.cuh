@@ -31,7 +31,7 @@ struct HopperRing {
   unsigned bar0;
 
   __device__ __forceinline__ explicit HopperRing(unsigned char* smem_raw) {
-    unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    unsigned char* base = align_smem_1024(smem_raw);
     q = base;
     k = q + kQBytes;
     v = k + kStages * kStageBytes;

@@ -41,7 +41,7 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   using Mma = MmaOp<T>;
   const BsaBwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  unsigned char* base = align_smem_1024(smem_raw);
   unsigned char* sK = base;
   unsigned char* sV = base + kKV;
   unsigned char* sRing = base + 2 * kKV;  // [S][Q 64 x D | dO 64 x D | lse2 64 | delta 64 | pad]

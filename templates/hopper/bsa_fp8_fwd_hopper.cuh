@@ -40,7 +40,7 @@ struct Bsa8HopperSmem {
   int* rec;  // [stage][8]: n0, valid, s_k of the tile's four 16-key groups (float bits)
   unsigned bar0;
   __device__ __forceinline__ explicit Bsa8HopperSmem(unsigned char* raw) {
-    q = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(raw) + 1023) & ~1023ull);
+    q = align_smem_1024(raw);
     k = q + kTile;
     v = k + kStages * kTile;
     bar0 = smem_addr(v + kStages * kVTile);

@@ -7,6 +7,16 @@
 
 namespace attnjit::kernels {
 
+// --- shared memory ---
+// raw advanced to the next 1024-byte boundary of the shared window (128-byte-swizzled TMA boxes and wgmma
+// operands need it). Pointer arithmetic on the shared array keeps the compiler's knowledge that pointers
+// derived from the result address shared memory, so their accesses compile to LDS / STS / ATOMS; rounding
+// the address through an integer loses it, and every access becomes a generic LD / ST / ATOM (slower,
+// and on the long-scoreboard path).
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
+  return raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
+}
+
 // --- mbarriers (shared::cta) ---
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
   constexpr int kStageBytes = Cfg::kStageBytes, kChunks = D / 8, NS = kLiHopperSlots;
   const LightningIndexerParams& p = hp.p;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  unsigned char* base = align_smem_1024(smem_raw);
   unsigned char* sQ = base;                                            // [kDB][COLS][128 B], swizzled
   unsigned char* sK = sQ + COLS * D * 2;                               // [2][kDB][BN][128 B], swizzled
   float* sPart = reinterpret_cast<float*>(sK + 2 * kStageBytes);       // [NS][R][BN] score tiles
