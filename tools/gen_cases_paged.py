@@ -847,7 +847,7 @@ def build_errors():
     err("mha/content/block-table-entry-negative", M, dict(MHA_CFG, **VI), t, "content", "block_table: expected")
     # ---------------- backend 'hopper' (on sm_90a; elsewhere it refuses for the arch) ----------------
     err("gqa/unsupported/hopper-decode-like", G, {"backend": "hopper"}, gqa_base(), "unsupported",
-        "split-KV decode path, which has no hopper kernel", gpu_only=True)
+        "its hopper kernel cannot serve this one: it reads pages in 16-slot boxes", gpu_only=True)
     err("gqa/unsupported/hopper-rope", G, {"backend": "hopper", "pos_encoding_mode": "rope", "rotary_dim": 32},
         gqa_base(reqs=((20, 30), (40, 50)), rope_R=32), "unsupported", "backend 'hopper'", gpu_only=True)
     err("mha/unsupported/hopper", M, dict(MHA_CFG, backend="hopper"), mha_base(), "unsupported",

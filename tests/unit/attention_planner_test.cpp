@@ -349,10 +349,12 @@ TEST_CASE("attention planner: gqa_paged_fwd's prefill path on the hopper backend
     }
     return t;
   };
-  // 'auto' on sm_90a: the portable prefill tile and split-KV decode path, plus the hopper prefill kernel.
+  // 'auto' on sm_90a: the portable prefill tile and split-KV decode path, plus the hopper prefill and
+  // decode kernels.
   const auto names = selected_all(rt, "gqa_paged_fwd", {}, paged(DType::kBF16));
-  REQUIRE(!names.empty());
-  CHECK(names.back() == "gqa_paged_fwd.hopper.bf16.d128.bm128.bn128.causal.paged.sm_90a");
+  REQUIRE(names.size() >= 2);
+  CHECK(names[names.size() - 2] == "gqa_paged_fwd.hopper.bf16.d128.bm128.bn128.causal.paged.sm_90a");
+  CHECK(names.back() == "gqa_paged_fwd.hopper.decode.bf16.d128.causal.sm_90a");
   // e4m3 pools stay portable under 'auto' and are refused by an explicit 'hopper'.
   for (const auto& n : selected_all(rt, "gqa_paged_fwd", {}, paged(DType::kE4M3)))
     CHECK(n.find(".hopper.") == std::string::npos);
@@ -360,26 +362,46 @@ TEST_CASE("attention planner: gqa_paged_fwd's prefill path on the hopper backend
                        doctest::Contains("backend 'hopper': it reads 16-bit pools in q's dtype"), attnjit::Unsupported);
 }
 
-TEST_CASE("attention planner: explicit 'hopper' refuses the paged split-KV decode path") {
+TEST_CASE("attention planner: the paged split-KV decode path on the hopper backend") {
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   // Three requests of one query token, 8 query heads over 2 KV heads: 4 rows per request (decode-like).
-  TensorArgs t{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 8, 128}, kGpu)},
-               {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kBF16, {9, 16, 2, 128}, kGpu)},
-               {"v_pages", TensorRef::contiguous(fake_addr(2), DType::kBF16, {9, 16, 2, 128}, kGpu)},
-               {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, 5}, kGpu)},
-               {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
-               {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
-               {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {3, 8, 128}, kGpu)}};
-  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, t),
-                       doctest::Contains("backend 'hopper': calls averaging at most 16 query rows per request take "
-                                         "the split-KV decode path"),
+  auto decode = [](int64_t page_size, int64_t D) {
+    const int64_t pages = 9, width = (64 + page_size - 1) / page_size;
+    return TensorArgs{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 8, D}, kGpu)},
+                      {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kBF16, {pages, page_size, 2, D}, kGpu)},
+                      {"v_pages", TensorRef::contiguous(fake_addr(2), DType::kBF16, {pages, page_size, 2, D}, kGpu)},
+                      {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, width}, kGpu)},
+                      {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
+                      {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+                      {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {3, 8, D}, kGpu)}};
+  };
+  auto has = [](const std::vector<std::string>& names, const std::string& what) {
+    for (const auto& n : names)
+      if (n.find(what) != std::string::npos) return true;
+    return false;
+  };
+  // Pages of 16: both 'auto' and 'hopper' plans carry the hopper decode kernel (and the portable tile).
+  for (const char* backend : {"auto", "hopper"}) {
+    const auto names = selected_all(rt, "gqa_paged_fwd", {{"backend", backend}}, decode(16, 128));
+    CHECK(has(names, ".hopper.decode.bf16.d128."));
+    CHECK(has(names, ".portable."));
+  }
+  CHECK(!has(selected_all(rt, "gqa_paged_fwd", {{"backend", "portable"}}, decode(16, 128)), ".hopper."));
+  // Pages of 8 and D = 256: an explicit 'hopper' refuses the decode-like call, saying why; 'auto' plans the
+  // portable split-KV tile.
+  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, decode(8, 128)),
+                       doctest::Contains("take the split-KV decode path, and its hopper kernel cannot serve this one: "
+                                         "it reads pages in 16-slot boxes: page size a multiple of 16, got 8"),
                        attnjit::Unsupported);
-  // 'auto' plans it (the plan's decode path is the portable split-KV tile).
-  bool split = false;
-  for (const auto& n : selected_all(rt, "gqa_paged_fwd", {}, t))
-    split = split || (n.find(".portable.") != std::string::npos && n.find(".split.") != std::string::npos);
-  CHECK(split);
+  CHECK_THROWS_WITH_AS(selected_all(rt, "gqa_paged_fwd", {{"backend", "hopper"}}, decode(16, 256)),
+                       doctest::Contains("it serves head dims 64 and 128, got 256"), attnjit::Unsupported);
+  for (int64_t ps : {8, 16}) {
+    bool split = false;
+    for (const auto& n : selected_all(rt, "gqa_paged_fwd", {}, decode(ps, 256)))
+      split = split || (n.find(".portable.") != std::string::npos && n.find(".split.") != std::string::npos);
+    CHECK(split);
+  }
 }
 
 TEST_CASE("attention planner: bsa_bwd's main kernel per backend") {

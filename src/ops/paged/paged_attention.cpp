@@ -13,6 +13,7 @@
 #include "ops/common/op_helpers.hpp"
 #include "ops/dense/attention_kernel.hpp"
 #include "ops/paged/paged_call.hpp"
+#include "ops/paged/paged_decode_hopper.hpp"
 #include "ops/paged/reference.hpp"
 #include "runtime/host_copy.hpp"
 #include "runtime/op_registry.hpp"
@@ -303,24 +304,33 @@ bool paged_decode_like(const PagedAttentionCall& call) {
   const int64_t tokens = call.mha_decode ? call.B * call.S_q : call.T_q;
   return call.B > 0 && tokens > 0 && tokens * (call.H / call.H_kv) <= 16 * call.B;
 }
-// An explicit 'hopper' refuses decode-like calls: the decode path has portable kernels only.
-void refuse_hopper_decode(const char* op) {
+// An explicit 'hopper' refuses the decode-like calls its decode kernel does not serve, saying why.
+[[noreturn]] void refuse_hopper_decode(const char* op, const std::string& gap) {
   throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': calls averaging at most 16 query rows per request "
-                                "take the split-KV decode path, which has no hopper kernel; use backend 'auto' or "
-                                "'portable'", op));
+                                "take the split-KV decode path, and its hopper kernel cannot serve this one: {}; use "
+                                "backend 'auto' or 'portable'", op, gap));
 }
 
-// The split-KV decode path of a paged plan: the decode tile with partial outputs, and the combine.
+// The split-KV decode path of a paged plan: the decode tile with partial outputs (portable, and on sm_90a
+// the hopper kernel for the calls it serves), and the combine.
 struct DecodePath {
   AttentionKernelChoice choice;
   std::shared_ptr<const jit::LoadedKernel> kernel, combine;
+  std::optional<HopperDecodeChoice> hopper;
+  std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
+  std::string hopper_gap;  // why there is no hopper kernel (static signature), when there is none
   int sms = 0;
   int splits_override = 0;  // ATTNJIT_DECODE_SPLITS (0: the planner's choice)
   bool dependent_combine = false;  // sm_90+: the combine is a programmatic dependent launch
 };
 
-DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device) {
+DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device,
+                            std::optional<HopperDecodeChoice> hopper) {
   DecodePath d;
+  if (hopper) {
+    d.hopper = hopper;
+    d.hopper_kernel = load_hopper_decode_kernel(rt, op, *hopper, device);
+  }
   AttentionKernelChoice k = main;
   k.sinks = false;  // the combine adds the sink
   d.choice = decode_variant(op, k, rt.options().decode_tile);
@@ -342,8 +352,8 @@ class PagedKernelPlan final : public detail::PlanImpl {
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
   using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
   // hopper_kernel (optional): the hopper backend's kernel for the prefill path (gqa_paged_fwd, 16-bit
-  // pools); the split-KV decode path has portable kernels only, so a plan of an explicit 'hopper'
-  // (hopper_only) refuses decode-like calls.
+  // pools). decode.hopper_kernel (optional): the hopper decode kernel, taken by the decode-like calls it
+  // serves (hopper_decode_call_gap); a plan of an explicit 'hopper' (hopper_only) refuses the others.
   PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
                   std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode,
                   std::optional<HopperAttentionChoice> hopper = std::nullopt,
@@ -392,7 +402,10 @@ class PagedKernelPlan final : public detail::PlanImpl {
     p.lse_part = p.o_part + n * rows * call.D;
     p.part_rows = rows;
     p.n_splits = n;
-    launch_attention(op_, *decode_.kernel, decode_.choice, p, call.B, q_rows, call.H, call.H_kv, stream, n);
+    if (hopper_decode(call))
+      launch_hopper_decode(op_, *decode_.hopper_kernel, *decode_.hopper, p, call, stream);
+    else
+      launch_attention(op_, *decode_.kernel, decode_.choice, p, call.B, q_rows, call.H, call.H_kv, stream, n);
     kernels::GqaCombineParams c{};
     c.o_part = p.o_part;
     c.lse_part = p.lse_part;
@@ -409,8 +422,9 @@ class PagedKernelPlan final : public detail::PlanImpl {
     launch_combine(op_, *decode_.combine, c, stream, decode_.dependent_combine);
   }
   std::string describe() const override {
-    return fmt::format("{} kernel plan: {}; decode (<= 16 query rows per request on average): {} + {}", op_,
+    return fmt::format("{} kernel plan: {}; decode (<= 16 query rows per request on average): {}{} + {}", op_,
                        kernel_->compiled->spec.describe(), decode_.kernel->compiled->spec.describe(),
+                       decode_.hopper_kernel ? " or " + decode_.hopper_kernel->compiled->spec.describe() : std::string(),
                        decode_.combine->compiled->spec.describe());
   }
 
@@ -428,12 +442,18 @@ class PagedKernelPlan final : public detail::PlanImpl {
   mutable detail::PlanWorkspace workspace_;
 
   void check_served(const PagedAttentionCall& call) const {
-    if (hopper_only_ && decode_like(call)) refuse_hopper_decode(op_);
+    if (!hopper_only_ || !decode_like(call)) return;
+    const std::string gap = decode_.hopper_kernel ? hopper_decode_call_gap(call) : decode_.hopper_gap;
+    if (!gap.empty()) refuse_hopper_decode(op_, gap);
+  }
+  bool hopper_decode(const PagedAttentionCall& call) const {
+    return decode_.hopper_kernel && hopper_decode_call_gap(call).empty();
   }
 
   static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
   bool decode_like(const PagedAttentionCall& call) const { return paged_decode_like(call); }
   int splits(const PagedAttentionCall& call) const {
+    if (hopper_decode(call)) return hopper_decode_splits(call, decode_.sms, decode_.splits_override);
     const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
                                             : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
@@ -479,12 +499,27 @@ std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail:
       throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", op, gap));
     return std::nullopt;
   }
-  if (backend == detail::Backend::kHopper && paged_decode_like(call)) refuse_hopper_decode(op);
   GqaConfig g = gqa;
   g.varlen = true;
   HopperAttentionChoice k = choose_hopper_attention(g, call.q_dtype, call.D, call.sinks != nullptr, arch);
   k.kv_mode = KvMode::kPaged;
   return k;
+}
+
+// The hopper decode kernel where it serves the plan's static signature ('auto' and 'hopper'); an explicit
+// 'hopper' refuses a decode-like call it cannot serve.
+std::optional<HopperDecodeChoice> paged_hopper_decode_choice(const char* op, detail::Backend backend,
+                                                             const GqaConfig& gqa, const PagedAttentionCall& call,
+                                                             const std::string& arch) {
+  if (backend == detail::Backend::kPortable) return std::nullopt;
+  const bool hopper_only = backend == detail::Backend::kHopper && paged_decode_like(call);
+  std::string gap = hopper_decode_static_gap(gqa, call, arch);
+  if (gap.empty() && hopper_only) gap = hopper_decode_call_gap(call);
+  if (!gap.empty()) {
+    if (hopper_only) refuse_hopper_decode(op, gap);
+    if (!hopper_decode_static_gap(gqa, call, arch).empty()) return std::nullopt;
+  }
+  return choose_hopper_decode(gqa, call, arch);
 }
 
 // A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
@@ -497,7 +532,9 @@ std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& r
   check_attention_backend(op, hopper ? detail::Backend::kPortable : backend, arch);
   AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
   auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
-  DecodePath decode = load_decode_path(rt, op, choice, call.device.index);
+  DecodePath decode = load_decode_path(rt, op, choice, call.device.index,
+                                       paged_hopper_decode_choice(op, backend, gqa, call, arch));
+  if (!decode.hopper_kernel) decode.hopper_gap = hopper_decode_static_gap(gqa, call, arch);
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
   if (hopper) hopper_kernel = load_hopper_attention_kernel(rt, op, *hopper, call.device.index);
   return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
@@ -517,6 +554,8 @@ class GqaPagedFwdOp final : public detail::OpInstance {
     auto specs =
         paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
     if (hopper) specs.push_back(hopper_attention_kernel_spec(kGqaPaged, *hopper));
+    if (const auto dec = paged_hopper_decode_choice(kGqaPaged, backend_, cfg_, call, arch))
+      specs.push_back(hopper_decode_kernel_spec(kGqaPaged, *dec));
     return specs;
   }
 

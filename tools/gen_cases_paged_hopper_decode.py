@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Test cases for gqa_paged_fwd's split-KV decode path on the hopper backend (templates/paged/
+paged_decode_hopper.cuh) in the `attnjit test` format: decode-like calls (at most 16 query rows per request
+on average) that the kernel serves, with `"backend": "hopper"` in their config, so a call it did not serve
+fails instead of running elsewhere. Built with tools/gen_cases_paged.py's case builder (garbage pools,
+scattered and shared pages, out-of-range table entries past each request's pages, poisoned output), drawn
+for this kernel:
+
+  fp16 / bf16, D 64 / 128, H_kv 1 / 2 / 4 / 8, group sizes 1, 2, 3, 4, 5, 6, 8, 16 (rows of a tile cross
+  queries when 16 % g != 0), page sizes 16, 32, 48, 64, 128, 256 (multiples of 16, also not powers of two),
+  1..8 requests with q_len in {0, 1, 1, 1, 2, 3} (at most 16 / g), kv_len in {q_len .. 20000} with the page
+  edges (PS - 1, PS, PS + 1), the 16-key chunk edges (15, 16, 17) and long contexts (many splits: the
+  combine's multi-warp rows); causal or not, windows, softcap, sinks, sm_scale, padded strides on q and
+  the pools.
+
+Writes tests/cases/gpu/paged_hopper_decode_grid.json (GPU grid) and tests/cases/gpu/
+paged_hopper_decode_small.json (short cases, all pools with random-byte garbage, for compute-sanitizer).
+Standard library only; deterministic.
+
+Usage: python3 tools/gen_cases_paged_hopper_decode.py [--out-dir tests/cases] [--count N]
+"""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import case_args, weighted, write_cases  # noqa: E402
+from gen_cases_paged import Draw, build_case  # noqa: E402
+
+SEED = 0x4D3C0
+MAX_POOL_ELEMENTS = 12 * 1024 * 1024  # per pool
+SMALL_POOL_ELEMENTS = 100_000         # per pool of a small case (its garbage bits are spelled out)
+GARBAGE_BUDGET = 600_000
+GARBAGE_CASE_MAX = 60_000
+
+
+def draw_decode(rng, small):
+    d = Draw()
+    d.op = "gqa_paged_fwd"
+    d.q_dtype = d.kv_dtype = d.cdt = rng.choice(["fp16", "bf16"])
+    d.out_dtype = None
+    d.fp8 = False
+    d.D = rng.choice([64, 128])
+    d.PS = rng.choice([16, 16, 32, 48, 64, 64, 128, 256] if not small else [16, 32, 48])
+    d.H_kv = rng.choice([1, 2, 4, 8])
+    g = rng.choice([1, 2, 3, 4, 4, 5, 6, 8, 16])
+    d.H = g * d.H_kv
+    d.causal = rng.random() < 0.6
+    wkind = weighted(rng, [("none", 0.55), ("left", 0.25), ("right", 0.05), ("both", 0.15)])
+    wvals = [0, 1, 7, 16, 63, 100, 511, 3000]
+    d.wl = rng.choice(wvals) if wkind in ("left", "both") else -1
+    d.wr = rng.choice(wvals) if wkind in ("right", "both") else -1
+    d.softcap = rng.choice([20.0, 50.0]) if rng.random() < 0.25 else 0.0
+    d.rope, d.R = None, None
+    d.sinks = weighted(rng, [(None, 0.55), ("finite", 0.25), ("neginf", 0.1), ("posinf", 0.1)])
+    d.scales = None
+    d.std = 3.0 if rng.random() < 0.15 else 1.0
+    d.sm_scale = rng.choice([0.05, 0.3]) if rng.random() < 0.07 else None
+    d.validate = rng.random() < 0.1
+    d.q_strided = rng.random() < 0.15
+    d.pool_strided = rng.random() < 0.15
+    d.share = rng.random() < 0.2
+    qmax = max(1, 16 // g)
+    for _ in range(200):
+        nreq = rng.randint(1, 8 if not small else 3)
+        reqs = []
+        for _ in range(nreq):
+            ql = min(rng.choice([0, 1, 1, 1, 2, 3]), qmax)
+            kv_opts = [1, 15, 16, 17, d.PS - 1, d.PS, d.PS + 1, 100, 1000, 4097, 20000]
+            if small:
+                kv_opts = [1, 15, 16, 17, d.PS - 1, d.PS, d.PS + 1, 70]
+            kl = max(rng.choice(kv_opts), ql)
+            reqs.append((ql, kl))
+        pool = (sum((k + d.PS - 1) // d.PS for _, k in reqs) + 3) * d.PS * d.H_kv * d.D
+        if pool <= (SMALL_POOL_ELEMENTS if small else MAX_POOL_ELEMENTS):
+            break
+        if d.H_kv > 1:
+            d.H_kv //= 2
+            d.H = g * d.H_kv
+    else:
+        reqs = [(min(q, 17), 17) for q, _ in reqs]
+    d.reqs = reqs
+    d.lens = [k for _, k in reqs]
+    return d
+
+
+def build(count, small):
+    rng = random.Random(SEED + (7 if small else 0))
+    cases, garbage_left = [], GARBAGE_BUDGET if not small else 10 ** 9
+    for idx in range(count):
+        d = draw_decode(rng, small)
+        case, _, used = build_case(rng, d, idx, (9900 if small else 41000) + idx, garbage_left,
+                                   name_prefix="hopper-decode/" if not small else "small/hopper-decode/",
+                                   garbage_case_max=GARBAGE_CASE_MAX if not small else 10 ** 9)
+        case["config"]["backend"] = "hopper"
+        T, G = sum(q for q, _ in d.reqs), d.H // d.H_kv
+        assert T * G <= 16 * len(d.reqs), case["name"]  # decode-like
+        cases.append(case)
+        garbage_left -= used
+    return cases
+
+
+def main():
+    args = case_args(__doc__, count=160).parse_args()
+    write_cases(os.path.join(args.out_dir, "gpu", "paged_hopper_decode_grid.json"), build(args.count, False))
+    write_cases(os.path.join(args.out_dir, "gpu", "paged_hopper_decode_small.json"), build(10, True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
