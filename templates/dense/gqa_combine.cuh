@@ -2,13 +2,14 @@
 // normalised fp32 partial outputs and log2-domain LSEs of each row (gqa_fwd_params.cuh, SPLIT kernels)
 // into the output, adding the row's sink to the denominator where the op has sinks (SPEC.md §1.6).
 //
-// A CTA of 8 warps; each row gets W = p.warps_per_row warps (1, 2, 4 or 8: the planner takes more for more
-// splits), so a CTA merges 8 / W rows. Warp `part` of a row adds splits part, part + W, ... four at a
-// time (their loads in flight together); lane l owns channels [l * D / 32, (l + 1) * D / 32). With M
-// the largest partial LSE, o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M); an empty split (lse
-// -inf) weighs nothing and its partial is not read into the sum, and a row whose splits are all empty
-// is zero (or, with a finite sink, zero as well: its only term is the sink). The W partial sums of a
-// row meet in shared memory.
+// A CTA of 16 warps; each row gets W = p.warps_per_row warps (1, 2, 4, 8 or 16: the planner takes more
+// for more splits), so a CTA merges 16 / W rows. Warp `part` of a row takes splits part, part + W, ...,
+// kUnroll at a time with their loads in flight together, and keeps its own running maximum Mw (one pass:
+// no separate pass over the LSEs); lane l owns channels [l * D / 32, (l + 1) * D / 32). The warps' (Mw,
+// z, acc) meet in shared memory, where the row's first warp rescales them to M = max(Mw, sink) and writes
+// o = sum_s 2^(lse_s - M) o_s / (sum_s 2^(lse_s - M) + 2^(sink - M)). An empty split (lse -inf) weighs
+// nothing and its partial is not read into the sum; a row whose splits are all empty is zero (or, with a
+// finite sink, zero as well: its only term is the sink).
 //
 // On sm_90 the combine is launched as a programmatic dependent of the split kernel (which triggers its
 // dependents as it starts): griddepcontrol.wait holds it until the split kernel's writes are visible.
@@ -21,14 +22,14 @@ namespace attnjit::kernels {
 
 
 template <typename T, int D>
-__global__ void __launch_bounds__(256) gqa_split_combine(const __grid_constant__ GqaCombineParams p) {
+__global__ void __launch_bounds__(512) gqa_split_combine(const __grid_constant__ GqaCombineParams p) {
   static_assert(D % 64 == 0, "gqa_split_combine: D is a multiple of 64");
   constexpr int kPer = D / 32;  // channels per lane (even)
-  constexpr int kWarps = 8, kUnroll = 4;
+  constexpr int kWarps = kGqaCombineWarps, kUnroll = kPer >= 8 ? 4 : 32 / kPer;  // <= 32 partial values in flight
   constexpr float kLn2 = 0.69314718055994530942f;
   constexpr float kLog2e = 1.44269504088896340736f;
   __shared__ float red_o[kWarps][D];
-  __shared__ float red_z[kWarps];
+  __shared__ float red_mz[kWarps][2];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
@@ -39,24 +40,12 @@ __global__ void __launch_bounds__(256) gqa_split_combine(const __grid_constant__
   const long long tok = live ? row / p.heads : 0;
   const int h = live ? static_cast<int>(row - tok * p.heads) : 0;
 
-  float M = -kInf();
-  if (live)
-    for (int s = lane; s < p.n_splits; s += 32) M = fmaxf(M, p.lse_part[s * p.rows + row]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-  float sink2 = -kInf();
-  bool zero_head = false;
-  if (p.sinks && live) {
-    const float sink = p.sinks[h * p.sinks_s];
-    zero_head = sink == kInf();
-    sink2 = sink * kLog2e;
-  }
-  const float Mt = fmaxf(M, sink2);
+  // This warp's splits, online: Mw its largest LSE so far, z and acc scaled to 2^-Mw.
+  float Mw = -kInf(), z = 0.f;
   float acc[kPer];
 #pragma unroll
   for (int e = 0; e < kPer; ++e) acc[e] = 0.f;
-  float z = 0.f;
-  if (live && M != -kInf() && !zero_head) {
+  if (live) {
 #pragma unroll 1
     for (int s0 = part; s0 < p.n_splits; s0 += kUnroll * W) {
       float ls[kUnroll];
@@ -69,10 +58,21 @@ __global__ void __launch_bounds__(256) gqa_split_combine(const __grid_constant__
 #pragma unroll
         for (int e = 0; e < kPer / 2; ++e) v[j][e] = *reinterpret_cast<const float2*>(src + 2 * e);
       }
+      float bm = -kInf();
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) bm = fmaxf(bm, ls[j]);
+      if (bm == -kInf()) continue;
+      if (bm > Mw) {
+        const float a = Mw == -kInf() ? 0.f : exp2f(Mw - bm);
+        z *= a;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) acc[e] *= a;
+        Mw = bm;
+      }
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         if (ls[j] == -kInf()) continue;
-        const float w = exp2f(ls[j] - Mt);
+        const float w = exp2f(ls[j] - Mw);
         z += w;
 #pragma unroll
         for (int e = 0; e < kPer / 2; ++e) {
@@ -86,17 +86,53 @@ __global__ void __launch_bounds__(256) gqa_split_combine(const __grid_constant__
     if (part > 0) {
 #pragma unroll
       for (int e = 0; e < kPer; ++e) red_o[warp][lane * kPer + e] = acc[e];
-      if (lane == 0) red_z[warp] = z;
+      if (lane == 0) {
+        red_mz[warp][0] = Mw;
+        red_mz[warp][1] = z;
+      }
     }
     __syncthreads();
     if (part > 0) return;
-    for (int w2 = warp + 1; w2 < warp + W; ++w2) {
+    float M = Mw;
+    for (int w2 = warp + 1; w2 < warp + W; ++w2) M = fmaxf(M, red_mz[w2][0]);
+    if (M != -kInf()) {
+      const float a = Mw == -kInf() ? 0.f : exp2f(Mw - M);
+      z *= a;
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) acc[e] += red_o[w2][lane * kPer + e];
-      z += red_z[w2];
+      for (int e = 0; e < kPer; ++e) acc[e] *= a;
+      for (int w2 = warp + 1; w2 < warp + W; ++w2) {
+        const float m2 = red_mz[w2][0];
+        if (m2 == -kInf()) continue;
+        const float a2 = exp2f(m2 - M);
+        z += a2 * red_mz[w2][1];
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) acc[e] = fmaf(a2, red_o[w2][lane * kPer + e], acc[e]);
+      }
     }
+    Mw = M;
   }
   if (!live) return;
+  // The sink joins the denominator: rescale to Mt = max(M, sink).
+  const float M = Mw;
+  float sink2 = -kInf();
+  bool zero_head = false;
+  if (p.sinks) {
+    const float sink = p.sinks[h * p.sinks_s];
+    zero_head = sink == kInf();
+    sink2 = sink * kLog2e;
+  }
+  const float Mt = fmaxf(M, sink2);
+  if (M != -kInf() && Mt != M) {
+    const float a = exp2f(M - Mt);
+    z *= a;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[e] *= a;
+  }
+  if (M == -kInf() || zero_head) {
+    z = 0.f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[e] = 0.f;
+  }
   float lse;
   if (zero_head) {
     lse = kInf();

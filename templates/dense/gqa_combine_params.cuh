@@ -16,13 +16,14 @@ struct GqaCombineParams {
   int heads;              // H
   int s_q;                // > 0: tokens are b * s_q + i (batched q); 0: packed tokens
   int n_splits;
-  int warps_per_row;      // 1, 2, 4 or 8 (gqa_combine_warps)
+  int warps_per_row;      // 1, 2, 4, 8 or 16 (gqa_combine_warps)
 };
 
+constexpr int kGqaCombineWarps = 16;  // warps per CTA (512 threads)
 #if !defined(__CUDACC_RTC__)
-// Warps of the combine's 8-warp CTA per row: about eight splits per warp, at most all eight (host side).
+// Warps per row: about eight splits per warp (one batch of loads in flight), at most all sixteen (host side).
 inline constexpr int gqa_combine_warps(int n_splits) {
-  return n_splits > 32 ? 8 : n_splits > 16 ? 4 : n_splits > 8 ? 2 : 1;
+  return n_splits > 64 ? 16 : n_splits > 32 ? 8 : n_splits > 16 ? 4 : n_splits > 8 ? 2 : 1;
 }
 #endif
 

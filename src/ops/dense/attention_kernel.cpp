@@ -200,11 +200,11 @@ void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kerne
   if (p.rows == 0) return;
   kernels::GqaCombineParams params = p;
   params.warps_per_row = kernels::gqa_combine_warps(p.n_splits);
-  const int64_t rows_per_cta = 8 / params.warps_per_row;
+  const int64_t rows_per_cta = kernels::kGqaCombineWarps / params.warps_per_row;
   CUlaunchConfig lc{};
   lc.gridDimX = static_cast<unsigned>((p.rows + rows_per_cta - 1) / rows_per_cta);
   lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = 256;
+  lc.blockDimX = kernels::kGqaCombineWarps * 32;
   lc.blockDimY = lc.blockDimZ = 1;
   lc.hStream = static_cast<CUstream>(stream);
   CUlaunchAttribute attr{};
