@@ -653,11 +653,28 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
     for (int D : {64, 128, 256})
       for (bool causal : {false, true}) {
         gqa.is_causal = causal;
-        for (const auto& s :
-             paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
+        auto add = [&](const jit::KernelSpec& s) {
           if (std::find_if(specs.begin(), specs.end(), [&](const jit::KernelSpec& x) { return x.name == s.name; }) ==
               specs.end())
             specs.push_back(s);
+        };
+        for (const auto& s :
+             paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
+          add(s);
+        if (mha || arch != "sm_90a") continue;
+        // gqa_paged_fwd on sm_90a: 'auto' takes the hopper prefill kernel and, for D 64/128, the hopper
+        // decode kernel.
+        HopperAttentionChoice prefill = choose_hopper_attention(gqa, dt, D, false, arch);
+        prefill.kv_mode = KvMode::kPaged;
+        add(hopper_attention_kernel_spec(op, prefill));
+        if (D != 256) {
+          HopperDecodeChoice decode;
+          decode.dtype = dt;
+          decode.D = D;
+          decode.causal = causal;
+          decode.arch = arch;
+          add(hopper_decode_kernel_spec(op, decode));
+        }
       }
   return specs;
 }
