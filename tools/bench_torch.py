@@ -513,23 +513,25 @@ def run_gqa_case(rt, c, args):
                 f"{extra['host_us_execute_bound']:.1f} us/call", extra=extra)
         except Exception as e:  # noqa: BLE001
             row("attnjit plan_execute", error=f"{type(e).__name__}: {e}")
-        # The hopper backend (wgmma, TMA) on the same call.
-        try:
-            hconfig = dict(config, backend="hopper")
-            hplan = rt.plan("gqa_fwd", hconfig, tensors)
-            hcall = hplan.bind(tensors)
-            o.fill_(float("nan"))
-            hcall()
-            torch.cuda.synchronize()
-            extra = {"config": hconfig}
-            if peer_out is not None:
-                extra["err_peer"] = rel_l2(o, peer_out)
-                extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
-            t = bench(hcall, args.min_reps)
-            row("attnjit hopper", t, o, "backend 'hopper' (wgmma, TMA, warp-specialised)", extra=extra)
-            hplan.close()
-        except Exception as e:  # noqa: BLE001
-            row("attnjit hopper", error=f"{type(e).__name__}: {e}")
+        # Each explicit backend on the same call: hopper (wgmma, TMA) and portable (mma.sync).
+        for bname, bnote in (("hopper", "backend 'hopper' (wgmma, TMA, warp-specialised)"),
+                             ("portable", "backend 'portable' (mma.sync, cp.async; FlashAttention-2 style)")):
+            try:
+                hconfig = dict(config, backend=bname)
+                hplan = rt.plan("gqa_fwd", hconfig, tensors)
+                hcall = hplan.bind(tensors)
+                o.fill_(float("nan"))
+                hcall()
+                torch.cuda.synchronize()
+                extra = {"config": hconfig}
+                if peer_out is not None:
+                    extra["err_peer"] = rel_l2(o, peer_out)
+                    extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
+                t = bench(hcall, args.min_reps)
+                row(f"attnjit {bname}", t, o, bnote, extra=extra)
+                hplan.close()
+            except Exception as e:  # noqa: BLE001
+                row(f"attnjit {bname}", error=f"{type(e).__name__}: {e}")
         # attnjit_run: the plan cache. First call (a cache miss builds a plan), then steady state.
         if plan is not None:
             try:
@@ -572,7 +574,8 @@ def run_gqa_case(rt, c, args):
                  (r["impl"].startswith("sdpa FLASH") if peer == "FA2" else r["impl"].startswith("flex"))]
     peer_ms = peer_rows[0]["ms"] if peer_rows else None
     # Print order: ours first, then peers.
-    order = {"attnjit plan_execute": 0, "attnjit hopper": 1, "attnjit run (cached)": 2, "attnjit varlen_fwd": 3}
+    order = {"attnjit plan_execute": 0, "attnjit hopper": 1, "attnjit portable": 2, "attnjit run (cached)": 3,
+             "attnjit varlen_fwd": 4}
     case_rows.sort(key=lambda r: order.get(r["impl"], 10))
     add_with_ratio(case_rows, peer_ms, add_row)
 
