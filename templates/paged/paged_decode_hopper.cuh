@@ -4,23 +4,26 @@
 //
 // Why: decode is a stream of K/V bytes. The portable tile (one KV head per CTA) issues a cp.async per
 // 16 bytes with per-row page arithmetic, and its eight heads' CTAs read 256-byte pieces of each pool row
-// at different times. Here a CTA owns one query tile of a request for ALL its H_kv heads and one split
-// of its keys: a 16-key chunk of one page is one contiguous H_kv x D run per slot, and one TMA box
-// (64 columns x 16 slots x H_kv heads) per 64 columns brings it in, 16 x H_kv x 128 bytes at a time.
+// at different times. Here a CTA owns one query tile of a request for up to eight of its KV heads (all
+// of them when H_kv <= 8; grid z = groups of eight otherwise) and one split of its keys: a 16-key chunk
+// of one page is one contiguous run of those heads per slot, and one TMA box (64 columns x 16 slots x
+// the group's heads) per 64 columns brings it in, 16 x heads x 128 bytes at a time.
 //
 // Roles (288 threads, one CTA per SM):
 //   warp 8      producer: looks up a stage's pages (one page-table entry per chunk, a stage ahead) and
 //               issues its boxes into a ring of pdh_stages(D) stages (full: TMA bytes, empty: 8 arrivals).
-//   warps 0-7   consumers: warp w owns KV head h = w % H_kv and chunk j = w / H_kv of every stage (a stage
-//               holds 8 / H_kv chunks of 16 keys). S = Q K^T (m16n8k16, Q fragments in registers, K by
+//   warps 0-7   consumers: warp w owns the group's head w % n and chunk w / n of every stage (n = the
+//               group's heads; a stage holds 8 / n chunks of 16 keys). S = Q K^T (m16n8k16, Q fragments in registers, K by
 //               ldmatrix from the swizzled box), masks, online softmax with lazy rescaling (as the portable
 //               kernel), O += P V (V by ldmatrix.trans). Rows past a request's keys in a chunk's page are
 //               garbage: their scores are masked and their V rows zeroed in shared memory before use.
 //   end         the warps of one head merge (m, l, O) through shared memory; warp j = 0 of each head writes
 //               the normalised fp32 partial and its log2-domain LSE for the combine (dense/gqa_combine.cuh).
 //
-// Served (the planner checks): fp16/bf16 pools in q's dtype, D 64 or 128, H_kv 1, 2, 4 or 8, H / H_kv <= 16,
-// page size a multiple of 16, TMA-able pools; causal, windows and softcap (sinks: in the combine).
+// Queries: packed by cu_seqlens_q (gqa_paged_fwd) or batched [B, S_q, H, D] (BATCHED: mha_decode_paged).
+// Served (the planner checks): fp16/bf16 pools in q's dtype, D 64 or 128, H_kv 1, 2, 4 or a multiple of 8,
+// H / H_kv <= 16, page size a multiple of 16, TMA-able pools; causal, windows and softcap (sinks: in the
+// combine).
 #pragma once
 #include "common/mma.cuh"
 #include "dense/varlen_tile.cuh"
@@ -40,7 +43,7 @@ __device__ __forceinline__ void pdh_ldsm_x4_trans(unsigned (&r)[4], unsigned add
                : "r"(addr));
 }
 
-template <typename T, int D, bool CAUSAL, bool WINDOW, bool SOFTCAP>
+template <typename T, int D, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool BATCHED>
 __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __grid_constant__ PagedDecodeHopperParams hp) {
   static_assert(D == 64 || D == 128, "paged_decode_hopper: D is 64 or 128");
   using Mma = MmaOp<T>;
@@ -56,17 +59,28 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   auto full = [&](int s) { return bar0 + 8u * s; };
   auto empty = [&](int s) { return bar0 + 8u * (kStages + s); };
 
-  const int HKV = p.h_kv, G = p.group, PS = p.page_size;
+  const int G = p.group, PS = p.page_size;
+  const int HKV = min(p.h_kv, kPdhConsumerWarps);   // this CTA's KV heads: [h0, h0 + HKV)
+  const int h0 = blockIdx.z * kPdhConsumerWarps;
   const int nsb = kPdhConsumerWarps / HKV;          // chunks per stage
-  const int chunk_bytes = kPdhChunk * HKV * D * 2;  // one chunk of K (or V), all heads
+  const int chunk_bytes = kPdhChunk * HKV * D * 2;  // one chunk of K (or V), the CTA's heads
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // The combine may be scheduled from now on; it waits for this grid's writes (griddepcontrol.wait).
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
-  int b, tile;
-  if (!find_varlen_tile<kPdhRows>(p, b, tile)) return;
-  const int q_off = p.cu_q[b];
-  const int q_len = p.cu_q[b + 1] - q_off;
+  int b, tile, q_off, q_len;
+  if constexpr (BATCHED) {  // q [B, S_q, H, D]: ceil(S_q G / 16) tiles per request; token b * S_q + i
+    const int per = (p.s_q * G + kPdhRows - 1) / kPdhRows;
+    b = blockIdx.x / per;
+    tile = blockIdx.x - b * per;
+    if (b >= p.batch) return;
+    q_off = b * p.s_q;
+    q_len = p.s_q;
+  } else {
+    if (!find_varlen_tile<kPdhRows>(p, b, tile)) return;
+    q_off = p.cu_q[b];
+    q_len = p.cu_q[b + 1] - q_off;
+  }
   const int kv_len = p.kv_lens[b * p.kv_lens_s];
   const int shift = kv_len - q_len;  // query i sits at key position i + shift
   const int m_base = tile * kPdhRows;
@@ -129,8 +143,8 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
         const unsigned kdst = sbase + s * kStageBytes + lane * chunk_bytes;
 #pragma unroll
         for (int cb = 0; cb < kCB; ++cb) {
-          tma_load_4d(kdst + cb * (HKV * kPdhChunk * 128), kmap, cb * 64, slot, 0, page, full(s));
-          tma_load_4d(kdst + kHalf + cb * (HKV * kPdhChunk * 128), vmap, cb * 64, slot, 0, page, full(s));
+          tma_load_4d(kdst + cb * (HKV * kPdhChunk * 128), kmap, cb * 64, slot, h0, page, full(s));
+          tma_load_4d(kdst + kHalf + cb * (HKV * kPdhChunk * 128), vmap, cb * 64, slot, h0, page, full(s));
         }
       }
       page = page_n;
@@ -140,7 +154,8 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   }
 
   // Consumers. This warp's head and chunk of each stage; its rows: (mt-free) grp and grp + 8.
-  const int h = warp % HKV, j = warp / HKV;
+  const int hl = warp % HKV, j = warp / HKV;  // local head (shared-memory block) and chunk
+  const int h = h0 + hl;                      // KV head
   const int grp = lane >> 2, tq = lane & 3;
   int row_pos[2];
   bool row_ok[2];
@@ -151,10 +166,10 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
     row_ok[hf] = i < q_len;
     row_pos[hf] = i + shift;
   }
-  // Q fragments (A of m16n8k16): rows (i, hg) -> q[q_off + i][h * G + hg], zero for rows past q_len.
+  // Q fragments (A of m16n8k16): rows (i, hg) -> q[token][h * G + hg], zero for rows past q_len.
   unsigned qa[kKS][4];
   {
-    const T* qb = static_cast<const T*>(p.q);
+    const T* qb = static_cast<const T*>(p.q) + (BATCHED ? static_cast<long long>(b) * p.q_sb - static_cast<long long>(q_off) * p.q_ss : 0);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int gm = m_base + grp + 8 * hf;
@@ -186,7 +201,7 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
     const int c = st * nsb + j;
     if (c < n_chunks) {
       const int key0 = (c_first + c) * kPdhChunk;
-      const unsigned kb = sbase + s * kStageBytes + j * chunk_bytes + h * (kPdhChunk * 128);
+      const unsigned kb = sbase + s * kStageBytes + j * chunk_bytes + hl * (kPdhChunk * 128);
       const unsigned vb = kb + kHalf;
       const int valid = kv_len - key0;  // keys of the chunk inside the request (rows past it: garbage)
       if (valid < kPdhChunk) {
@@ -324,7 +339,7 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
     named_barrier(1, kPdhConsumerWarps * 32);
     if (j > 0) return;
     for (int jj = 1; jj < nsb; ++jj) {
-      const float* w = mbuf + (jj * HKV + h) * kVals * 32 + lane;
+      const float* w = mbuf + (jj * HKV + hl) * kVals * 32 + lane;
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const float m2 = w[(kDT * 4 + hf) * 32], l2 = w[(kDT * 4 + 2 + hf) * 32];
@@ -347,7 +362,7 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
     if (!row_ok[hf]) continue;
     const int gm = m_base + grp + 8 * hf;
     const int i = gm / G, hg = gm - i * G;
-    const long long row = static_cast<long long>(q_off + i) * (HKV * G) + h * G + hg;
+    const long long row = static_cast<long long>(q_off + i) * (p.h_kv * G) + h * G + hg;
     const long long at = static_cast<long long>(blockIdx.y) * p.part_rows + row;
     const float inv = l_i[hf] > 0.f ? 1.f / l_i[hf] : 0.f;
     float* orow = p.o_part + at * D + 2 * tq;

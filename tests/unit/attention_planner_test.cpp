@@ -113,11 +113,12 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                  {"o", TensorRef::contiguous(fake_addr(5), DType::kF16, {3, 1, 4, 128}, kGpu)}};
   CHECK(selected(rt, "mha_decode_paged", {{"page_size", 16}}, mha) == "mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a");
   // Paged plans also carry the split-KV decode tile (16 rows, one warp, no sinks: the combine adds
-  // them) and the combine kernel.
+  // them) and the combine kernel, and on sm_90a the hopper decode kernel (batched queries).
   CHECK(selected_all(rt, "mha_decode_paged", {{"page_size", 16}}, mha) ==
         std::vector<std::string>{"mha_decode_paged.portable.fp16.d128.bm128.bn32.sm_90a",
                                  "mha_decode_paged.portable.fp16.d128.bm16.bn64.split.sm_90a",
-                                 "mha_decode_paged.portable.combine.fp16.d128.sm_90a"});
+                                 "mha_decode_paged.portable.combine.fp16.d128.sm_90a",
+                                 "mha_decode_paged.hopper.decode.fp16.d128.batched.sm_90a"});
   CHECK(selected_all(rt, "gqa_varlen_fwd", {}, varlen).size() == 1);
   // N_kv = 64 is not a multiple of a page size of 24.
   CHECK_THROWS_WITH_AS(rt.impl().op("mha_decode_paged", {{"page_size", 24}})->kernels_for(mha, "sm_90a"),

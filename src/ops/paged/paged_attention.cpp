@@ -611,7 +611,11 @@ class MhaDecodePagedOp final : public detail::OpInstance {
     const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
     paged_hopper_choice(kMhaDecode, backend_, gqa_, call, arch);  // an explicit 'hopper' is refused, naming why
     check_attention_backend(kMhaDecode, backend_, arch);
-    return paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+    auto specs =
+        paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+    if (const auto dec = paged_hopper_decode_choice(kMhaDecode, backend_, gqa_, call, arch))
+      specs.push_back(hopper_decode_kernel_spec(kMhaDecode, *dec));
+    return specs;
   }
 
  protected:
@@ -661,17 +665,20 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
         for (const auto& s :
              paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
           add(s);
-        if (mha || arch != "sm_90a") continue;
-        // gqa_paged_fwd on sm_90a: 'auto' takes the hopper prefill kernel and, for D 64/128, the hopper
-        // decode kernel.
-        HopperAttentionChoice prefill = choose_hopper_attention(gqa, dt, D, false, arch);
-        prefill.kv_mode = KvMode::kPaged;
-        add(hopper_attention_kernel_spec(op, prefill));
+        if (arch != "sm_90a") continue;
+        // On sm_90a 'auto' takes the hopper decode kernel for D 64/128 (both ops) and the hopper prefill
+        // kernel (gqa_paged_fwd).
+        if (!mha) {
+          HopperAttentionChoice prefill = choose_hopper_attention(gqa, dt, D, false, arch);
+          prefill.kv_mode = KvMode::kPaged;
+          add(hopper_attention_kernel_spec(op, prefill));
+        }
         if (D != 256) {
           HopperDecodeChoice decode;
           decode.dtype = dt;
           decode.D = D;
           decode.causal = causal;
+          decode.batched = mha;
           decode.arch = arch;
           add(hopper_decode_kernel_spec(op, decode));
         }

@@ -21,15 +21,16 @@ struct HopperDecodeChoice {
   DType dtype = DType::kBF16;
   int D = 0;
   bool causal = false, window = false, softcap = false;
+  bool batched = false;  // mha_decode_paged: q [B, S_q, H, D], rank-3 pools
   std::string arch;
 };
 
-// Why the kernel cannot serve calls with this static signature ("" when it can): gqa_paged_fwd on sm_90a,
-// fp16/bf16 pools in q's dtype with the output in it too, D 64 or 128, no RoPE.
+// Why the kernel cannot serve calls with this static signature ("" when it can): gqa_paged_fwd or
+// mha_decode_paged on sm_90a, fp16/bf16 pools in q's dtype with the output in it too, D 64 or 128, no RoPE.
 std::string hopper_decode_static_gap(const GqaConfig& gqa, const PagedAttentionCall& call, const std::string& arch);
-// Why it cannot serve this call's shapes ("" when it can): H_kv 1, 2, 4 or 8, H / H_kv <= 16, a page size
-// that is a multiple of 16, pools that TMA can read (16-byte aligned, 16-byte multiple strides), q's
-// rows 4-byte aligned.
+// Why it cannot serve this call's shapes ("" when it can): H_kv 1, 2, 4 or a multiple of 8 (a CTA takes
+// up to eight), H / H_kv <= 16, a page size that is a multiple of 16, pools that TMA can read (16-byte
+// aligned, 16-byte multiple strides), q's rows 4-byte aligned.
 std::string hopper_decode_call_gap(const PagedAttentionCall& call);
 HopperDecodeChoice choose_hopper_decode(const GqaConfig& gqa, const PagedAttentionCall& call, const std::string& arch);
 jit::KernelSpec hopper_decode_kernel_spec(const char* op, const HopperDecodeChoice& k);
