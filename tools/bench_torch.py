@@ -31,7 +31,8 @@ Suites
                   x visible pairs.
 
   decode          gqa_paged_fwd decode (bf16, H=32, H_kv=8, D=128, one query token per request, shuffled
-                  pages of 16 and 64; B=64 x 8192 and B=1 x 131072 cached keys) vs torch SDPA CUDNN_ATTENTION
+                  pages of 16 and 64; B=64 x 8192 and B=1 x 131072 cached keys; each also on the portable
+                  backend; and mha_decode_paged with H=H_kv=32 at pages of 16) vs torch SDPA CUDNN_ATTENTION
                   (the named peer) and FLASH_ATTENTION on contiguous K/V [B, H_kv, ctx, D] gathered from the same
                   pools (enable_gqa=True; K/V repeated to H heads only if a backend refuses it). GB/s = K/V
                   bytes of the H_kv heads (2 B ctx H_kv D * 2) / time, also as a fraction of the 4443 GB/s the
@@ -733,12 +734,16 @@ def decode_cases(quick):
     cases = []
     for B, ctx in ((64, 8192), (1, 131072)):
         for PS in ((16,) if quick else (16, 64)):
-            cases.append(dict(B=B, ctx=ctx, PS=PS, H=32, H_kv=8, D=128))
+            cases.append(dict(B=B, ctx=ctx, PS=PS, H=32, H_kv=8, D=128, op="gqa_paged_fwd"))
+    if not quick:  # MHA decode (mha_decode_paged: rank-3 pools, batched q)
+        for B, ctx in ((64, 8192), (1, 131072)):
+            cases.append(dict(B=B, ctx=ctx, PS=16, H=32, H_kv=32, D=128, op="mha_decode_paged"))
     return cases
 
 
 def decode_name(c):
-    return f"decode B{c['B']} ctx{c['ctx']} H{c['H']}/{c['H_kv']} D{c['D']} PS{c['PS']}"
+    mha = " mha" if c.get("op") == "mha_decode_paged" else ""
+    return f"decode{mha} B{c['B']} ctx{c['ctx']} H{c['H']}/{c['H_kv']} D{c['D']} PS{c['PS']}"
 
 
 def decode_reference_fp32(q, kc, vc, scale):
@@ -762,7 +767,8 @@ def decode_reference_fp32(q, kc, vc, scale):
 
 def run_decode_case(rt, c, args):
     """bf16 decode: B requests of one query token over `ctx` cached keys. Ours: gqa_paged_fwd (packed q
-    [B, H, D], pools [NP, PS, H_kv, D] with a shuffled page table). Peers: torch SDPA (CUDNN_ATTENTION, then
+    [B, H, D], pools [NP, PS, H_kv, D] with a shuffled page table) or mha_decode_paged (H_kv = H: q
+    [B, 1, H, D], the same pools as rank-3 [NP * PS, H, D]), 'auto' and then 'portable'. Peers: torch SDPA (CUDNN_ATTENTION, then
     FLASH_ATTENTION) on contiguous K/V [B, H_kv, ctx, D] gathered from the same pools. GB/s = the K/V bytes
     of the H_kv heads (2 * B * ctx * H_kv * D * 2) / time, for every row (also when a peer needs K/V
     repeated to H heads: it then reads more, but is credited the same bytes)."""
@@ -804,31 +810,41 @@ def run_decode_case(rt, c, args):
         case_rows.append(r)
         return r
 
-    # ---- attnjit gqa_paged_fwd
+    # ---- attnjit gqa_paged_fwd / mha_decode_paged ('auto'), then the same call on the portable backend
     ours_out = None
-    tensors = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "page_table": page_table,
-               "cache_seqlens": cache_seqlens, "cu_seqlens_q": cu, "o": o}
-    config = {"is_causal": False}  # one query at the last position: every key is visible either way
-    if rt is None:
-        row("attnjit gqa_paged_fwd", error=args.rt_error)
+    op = c.get("op", "gqa_paged_fwd")
+    if op == "mha_decode_paged":  # q [B, 1, H, D]; pools [NP * PS, H, D]; block_table, real_seqlen_kv
+        tensors = {"q": q.view(B, 1, H, D), "k": k_pages.view(NP * PS, H_kv, D), "v": v_pages.view(NP * PS, H_kv, D),
+                   "block_table": page_table, "real_seqlen_kv": cache_seqlens, "o": o.view(B, 1, H, D)}
+        config = {"page_size": PS, "is_causal": False}
+        layout = "batched q [B, 1, H, D], rank-3 pools"
     else:
+        tensors = {"q": q, "k_pages": k_pages, "v_pages": v_pages, "page_table": page_table,
+                   "cache_seqlens": cache_seqlens, "cu_seqlens_q": cu, "o": o}
+        config = {"is_causal": False}  # one query at the last position: every key is visible either way
+        layout = "packed q [B, H, D]"
+    for label, cfg in ((f"attnjit {op}", config), (f"attnjit {op} portable", dict(config, backend="portable"))):
+        if rt is None:
+            row(label, error=args.rt_error)
+            continue
         try:
             t0 = time.perf_counter()
-            plan = rt.plan("gqa_paged_fwd", config, tensors)
+            plan = rt.plan(op, cfg, tensors)
             plan_s = time.perf_counter() - t0
             call = plan.bind(tensors)
             o.fill_(float("nan"))
             call()
             torch.cuda.synchronize()
-            ours_out = o.clone()
+            out_now = o.clone()
+            if ours_out is None:
+                ours_out = out_now
             host = host_us_per_call(call)
             t = bench(call, args.min_reps)
-            row("attnjit gqa_paged_fwd", t, ours_out, f"packed q [B, H, D], shuffled pages; plan_create "
-                f"{plan_s * 1e3:.0f} ms; host {host:.1f} us/call",
-                extra={"plan_create_s": plan_s, "host_us_execute_bound": host, "config": config})
+            row(label, t, out_now, f"{layout}, shuffled pages; plan_create {plan_s * 1e3:.0f} ms; host {host:.1f} us/call",
+                extra={"plan_create_s": plan_s, "host_us_execute_bound": host, "config": cfg})
             plan.close()
         except Exception as e:  # noqa: BLE001
-            row("attnjit gqa_paged_fwd", error=f"{type(e).__name__}: {e}")
+            row(label, error=f"{type(e).__name__}: {e}")
 
     # ---- torch SDPA peers on contiguous K/V
     qt = q.view(B, H, 1, D)
