@@ -388,6 +388,26 @@ __device__ __forceinline__ unsigned li_compact_row_v4(unsigned* key, int* idx, u
   return kmin;
 }
 
+// A row's buffer that has room for less than one more tile of candidates: li_trim_row (cheap, keeps
+// between keep and limit entries), or, when ties defeat the bins, li_compact_row's exact select down to
+// keep. Updates the row's count and threshold (later candidates are taken when key > thr). V4: the
+// four-entries-per-lane forms (16-byte aligned buffers).
+template <bool V4>
+__device__ __forceinline__ void li_shrink_row(unsigned* key, int* idx, unsigned* hist, int& cnt, unsigned& thr, int keep,
+                                              int limit) {
+  LiTrim tr;
+  if constexpr (V4) tr = li_trim_row_v4(key, idx, hist, cnt, keep, limit);
+  else tr = li_trim_row(key, idx, hist, cnt, keep, limit);
+  if (tr.kept >= 0) {
+    thr = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
+    cnt = tr.kept;
+  } else {
+    if constexpr (V4) thr = li_compact_row_v4(key, idx, hist, cnt, keep);
+    else thr = li_compact_row(key, idx, hist, cnt, keep);
+    cnt = keep;
+  }
+}
+
 template <typename T, int D, int HP, int TOPK, bool CAUSAL, bool PACKED>
 __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer(const __grid_constant__ LightningIndexerParams p) {
   using Cfg = LightningIndexerConfig<T, D, HP, TOPK, CAUSAL, PACKED>;
@@ -565,14 +585,7 @@ __global__ void __launch_bounds__(kLightningIndexerThreads, 1) lightning_indexer
           // Room for less than one more tile: trim (cheap, keeps >= topk entries and frees at least half
           // the slack), or, when ties defeat the bins, the exact select down to topk entries.
           __syncwarp();
-          const LiTrim tr = li_trim_row(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
-          if (tr.kept >= 0) {
-            thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
-            cnt[ri] = tr.kept;
-          } else {
-            thr[ri] = li_compact_row(key, idx, sHist + r * 256, cnt[ri], TOPK);
-            cnt[ri] = TOPK;
-          }
+          li_shrink_row<false>(key, idx, sHist + r * 256, cnt[ri], thr[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
           have_thr[ri] = true;
           __syncwarp();
         }

@@ -208,14 +208,7 @@ __global__ void __launch_bounds__(kLiHopperThreads, 1)
         unsigned* key = sKey + r * CAP;
         int* idx = sIdx + r * CAP;
         __syncwarp();
-        const LiTrim tr = li_trim_row_v4(key, idx, sHist + r * 256, cnt[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
-        if (tr.kept >= 0) {
-          thr[ri] = tr.lb - 1u;  // lb >= 1; later candidates are taken when key >= lb
-          cnt[ri] = tr.kept;
-        } else {
-          thr[ri] = li_compact_row_v4(key, idx, sHist + r * 256, cnt[ri], TOPK);
-          cnt[ri] = TOPK;
-        }
+        li_shrink_row<true>(key, idx, sHist + r * 256, cnt[ri], thr[ri], TOPK, TOPK + (CAP - BN - TOPK) / 2);
         have_thr[ri] = true;
         __syncwarp();
       }
