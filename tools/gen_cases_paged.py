@@ -145,6 +145,26 @@ def mha_lengths(rng, PS, small):
     return rng.choice(opts)
 
 
+def draw_16bit(rng, op, D_choices, PS_choices):
+    """A Draw of `op` with q, KV and output in one 16-bit dtype, its head dim and page size."""
+    d = Draw()
+    d.op = op
+    d.q_dtype = d.kv_dtype = d.cdt = rng.choice(["fp16", "bf16"])
+    d.out_dtype = None
+    d.fp8 = False
+    d.D = rng.choice(D_choices)
+    d.PS = rng.choice(PS_choices)
+    return d
+
+
+def draw_layout(d, rng):
+    """validate_inputs, padded strides on q and on the pools, and a page shared by two requests."""
+    d.validate = rng.random() < 0.1
+    d.q_strided = rng.random() < 0.15
+    d.pool_strided = rng.random() < 0.15
+    d.share = rng.random() < 0.2
+
+
 def draw_gqa(rng, small):
     d = Draw()
     d.op = "gqa_paged_fwd"
@@ -171,29 +191,17 @@ def draw_gqa(rng, small):
     d.scales = rng.choice(["per-request", "per-tensor"]) if d.kv_dtype == "e4m3" else None
     d.std = 3.0 if rng.random() < 0.15 else 1.0
     d.sm_scale = rng.choice([0.05, 0.3]) if rng.random() < 0.07 else None
-    d.validate = rng.random() < 0.1
-    d.q_strided = rng.random() < 0.15
-    d.pool_strided = rng.random() < 0.15
-    d.share = rng.random() < 0.2
+    draw_layout(d, rng)
     return d
 
 
 def draw_mha(rng, small):
-    d = Draw()
-    d.op = "mha_decode_paged"
-    d.q_dtype = d.kv_dtype = d.cdt = rng.choice(["fp16", "bf16"])
-    d.out_dtype = None
-    d.fp8 = False
-    d.D = rng.choice([64, 128, 256])
-    d.PS = rng.choice(MHA_PS)
+    d = draw_16bit(rng, "mha_decode_paged", [64, 128, 256], MHA_PS)
     d.H = d.H_kv = rng.choice([1, 2, 4, 8, 16, 32] if not small else [1, 2, 4, 8])
     d.causal = rng.random() < 0.5
     d.S_q = 1 if rng.random() < 0.6 else rng.choice([2, 3, 4, 7, 16, 33, 64] if not small else [2, 3, 5])
     d.std = 3.0 if rng.random() < 0.15 else 1.0
-    d.validate = rng.random() < 0.1
-    d.q_strided = rng.random() < 0.15
-    d.pool_strided = rng.random() < 0.15
-    d.share = rng.random() < 0.2
+    draw_layout(d, rng)
     return d
 
 

@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import case_args, weighted, write_cases  # noqa: E402
-from gen_cases_paged import Draw, build_case  # noqa: E402
+from gen_cases_paged import build_case, draw_16bit, draw_layout  # noqa: E402
 
 SEED = 0x4D3C0
 MAX_POOL_ELEMENTS = 12 * 1024 * 1024  # per pool
@@ -39,13 +39,7 @@ GARBAGE_CASE_MAX = 60_000
 
 
 def draw_decode(rng, small):
-    d = Draw()
-    d.op = "gqa_paged_fwd"
-    d.q_dtype = d.kv_dtype = d.cdt = rng.choice(["fp16", "bf16"])
-    d.out_dtype = None
-    d.fp8 = False
-    d.D = rng.choice([64, 128])
-    d.PS = rng.choice([16, 16, 32, 48, 64, 64, 128, 256] if not small else [16, 32, 48])
+    d = draw_16bit(rng, "gqa_paged_fwd", [64, 128], [16, 16, 32, 48, 64, 64, 128, 256] if not small else [16, 32, 48])
     d.H_kv = rng.choice([1, 2, 4, 8, 8, 16, 24, 32])
     g = rng.choice([1, 2, 3, 4, 4, 5, 6, 8, 16] if d.H_kv <= 8 else [1, 2])
     d.H = g * d.H_kv
@@ -60,10 +54,7 @@ def draw_decode(rng, small):
     d.scales = None
     d.std = 3.0 if rng.random() < 0.15 else 1.0
     d.sm_scale = rng.choice([0.05, 0.3]) if rng.random() < 0.07 else None
-    d.validate = rng.random() < 0.1
-    d.q_strided = rng.random() < 0.15
-    d.pool_strided = rng.random() < 0.15
-    d.share = rng.random() < 0.2
+    draw_layout(d, rng)
     qmax = max(1, 16 // g)
     for _ in range(200):
         nreq = rng.randint(1, 8 if not small else 3)
@@ -89,21 +80,12 @@ def draw_decode(rng, small):
 
 
 def draw_mha_decode(rng, small):
-    d = Draw()
-    d.op = "mha_decode_paged"
-    d.q_dtype = d.kv_dtype = d.cdt = rng.choice(["fp16", "bf16"])
-    d.out_dtype = None
-    d.fp8 = False
-    d.D = rng.choice([64, 128])
-    d.PS = rng.choice([16, 32, 48, 64, 128] if not small else [16, 32])
+    d = draw_16bit(rng, "mha_decode_paged", [64, 128], [16, 32, 48, 64, 128] if not small else [16, 32])
     d.H = d.H_kv = rng.choice([1, 2, 4, 8, 16, 24, 32] if not small else [2, 8, 16])
     d.causal = rng.random() < 0.5
     d.S_q = rng.choice([1, 1, 1, 2, 3, 7, 16] if not small else [1, 2, 3])
     d.std = 3.0 if rng.random() < 0.15 else 1.0
-    d.validate = rng.random() < 0.1
-    d.q_strided = rng.random() < 0.15
-    d.pool_strided = rng.random() < 0.15
-    d.share = rng.random() < 0.2
+    draw_layout(d, rng)
     for _ in range(200):
         nreq = rng.randint(1, 6 if not small else 3)
         opts = [0, 1, 15, 16, 17, d.PS - 1, d.PS, d.PS + 1, 1000, 4097] if not small else [0, 1, 15, 17, d.PS + 1, 40]
