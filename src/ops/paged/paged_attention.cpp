@@ -365,7 +365,8 @@ class PagedKernelPlan final : public detail::PlanImpl {
 
   void prepare(const TensorArgs& tensors) const override {
     const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
-    if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call, use_hopper_decode(call))));
+    check_served(call);
+    if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call)));
   }
   std::size_t workspace_bytes() const override { return workspace_.bytes(); }
 
@@ -378,14 +379,13 @@ class PagedKernelPlan final : public detail::PlanImpl {
                                         "D {}, sinks {}, {}; build a plan for the new signature", op_,
                                         kernel_->compiled->spec.describe(), dtype_name(call.q_dtype),
                                         dtype_name(call.kv_dtype), call.D, call.sinks != nullptr, device_name(call.device)));
-    const bool decode = decode_like(call);
-    const bool hopper_decode = decode && use_hopper_decode(call);  // (refuses what an explicit 'hopper' cannot serve)
+    check_served(call);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (validate_inputs_) check_contents(op_, call, call.mha_decode ? nullptr : &gqa_, stream);
     kernels::GqaFwdParams p = paged_params(gqa_, call);
     const int64_t q_rows = call.mha_decode ? call.S_q : call.T_q;
-    if (!decode) {
+    if (!decode_like(call)) {
       if (hopper_kernel_) {
         kernels::GqaFwdHopperParams hp{};
         hp.p = p;  // paged keys: the producer copies rows itself, no tensor maps
@@ -395,14 +395,14 @@ class PagedKernelPlan final : public detail::PlanImpl {
       launch_attention(op_, *kernel_, choice_, p, call.B, q_rows, call.H, call.H_kv, stream);
       return;
     }
-    const int n = splits(call, hopper_decode);
+    const int n = splits(call);
     const int64_t rows = tokens(call) * call.H;
     auto lease = workspace_.acquire(split_bytes(call, n), stream);
     p.o_part = reinterpret_cast<float*>(lease.ptr());
     p.lse_part = p.o_part + n * rows * call.D;
     p.part_rows = rows;
     p.n_splits = n;
-    if (hopper_decode)
+    if (hopper_decode(call))
       launch_hopper_decode(op_, *decode_.hopper_kernel, *decode_.hopper, p, call, stream);
     else
       launch_attention(op_, *decode_.kernel, decode_.choice, p, call.B, q_rows, call.H, call.H_kv, stream, n);
@@ -441,19 +441,19 @@ class PagedKernelPlan final : public detail::PlanImpl {
   bool hopper_only_ = false;
   mutable detail::PlanWorkspace workspace_;
 
-  // Whether a decode-like call runs the hopper decode kernel (one check of its shapes); a plan of an
-  // explicit 'hopper' refuses a call the kernel cannot serve, naming why.
-  bool use_hopper_decode(const PagedAttentionCall& call) const {
+  void check_served(const PagedAttentionCall& call) const {
+    if (!hopper_only_ || !decode_like(call)) return;
     const std::string gap = decode_.hopper_kernel ? hopper_decode_call_gap(call) : decode_.hopper_gap;
-    if (gap.empty()) return true;
-    if (hopper_only_) refuse_hopper_decode(op_, gap);
-    return false;
+    if (!gap.empty()) refuse_hopper_decode(op_, gap);
+  }
+  bool hopper_decode(const PagedAttentionCall& call) const {
+    return decode_.hopper_kernel && hopper_decode_call_gap(call).empty();
   }
 
   static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
   bool decode_like(const PagedAttentionCall& call) const { return paged_decode_like(call); }
-  int splits(const PagedAttentionCall& call, bool hopper_decode) const {
-    if (hopper_decode) return hopper_decode_splits(call, decode_.sms, decode_.splits_override);
+  int splits(const PagedAttentionCall& call) const {
+    if (hopper_decode(call)) return hopper_decode_splits(call, decode_.sms, decode_.splits_override);
     const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
                                             : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
@@ -513,14 +513,11 @@ std::optional<HopperDecodeChoice> paged_hopper_decode_choice(const char* op, det
                                                              const std::string& arch) {
   if (backend == detail::Backend::kPortable) return std::nullopt;
   const bool hopper_only = backend == detail::Backend::kHopper && paged_decode_like(call);
-  const std::string gap = hopper_decode_static_gap(gqa, call, arch);
+  std::string gap = hopper_decode_static_gap(gqa, call, arch);
+  if (gap.empty() && hopper_only) gap = hopper_decode_call_gap(call);
   if (!gap.empty()) {
     if (hopper_only) refuse_hopper_decode(op, gap);
-    return std::nullopt;
-  }
-  if (hopper_only) {
-    const std::string call_gap = hopper_decode_call_gap(call);
-    if (!call_gap.empty()) refuse_hopper_decode(op, call_gap);
+    if (!hopper_decode_static_gap(gqa, call, arch).empty()) return std::nullopt;
   }
   return choose_hopper_decode(gqa, call, arch);
 }
