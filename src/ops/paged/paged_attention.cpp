@@ -366,7 +366,7 @@ class PagedKernelPlan final : public detail::PlanImpl {
   void prepare(const TensorArgs& tensors) const override {
     const PagedAttentionCall call = validate_(tensors, Placement::kDevice);
     check_served(call);
-    if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call)));
+    if (decode_like(call)) workspace_.reserve(split_bytes(call, splits(call, hopper_decode(call))));
   }
   std::size_t workspace_bytes() const override { return workspace_.bytes(); }
 
@@ -395,14 +395,15 @@ class PagedKernelPlan final : public detail::PlanImpl {
       launch_attention(op_, *kernel_, choice_, p, call.B, q_rows, call.H, call.H_kv, stream);
       return;
     }
-    const int n = splits(call);
+    const bool hopper = hopper_decode(call);  // once per call: the shape checks of hopper_decode_call_gap
+    const int n = splits(call, hopper);
     const int64_t rows = tokens(call) * call.H;
     auto lease = workspace_.acquire(split_bytes(call, n), stream);
     p.o_part = reinterpret_cast<float*>(lease.ptr());
     p.lse_part = p.o_part + n * rows * call.D;
     p.part_rows = rows;
     p.n_splits = n;
-    if (hopper_decode(call))
+    if (hopper)
       launch_hopper_decode(op_, *decode_.hopper_kernel, *decode_.hopper, p, call, stream);
     else
       launch_attention(op_, *decode_.kernel, decode_.choice, p, call.B, q_rows, call.H, call.H_kv, stream, n);
@@ -452,8 +453,9 @@ class PagedKernelPlan final : public detail::PlanImpl {
 
   static int64_t tokens(const PagedAttentionCall& call) { return call.mha_decode ? call.B * call.S_q : call.T_q; }
   bool decode_like(const PagedAttentionCall& call) const { return paged_decode_like(call); }
-  int splits(const PagedAttentionCall& call) const {
-    if (hopper_decode(call)) return hopper_decode_splits(call, decode_.sms, decode_.splits_override);
+  // hopper: hopper_decode(call), which the caller has already computed.
+  int splits(const PagedAttentionCall& call, bool hopper) const {
+    if (hopper) return hopper_decode_splits(call, decode_.sms, decode_.splits_override);
     const int64_t g = call.H / call.H_kv, BM = decode_.choice.BM;
     const int64_t q_tiles = call.mha_decode ? call.B * ((call.S_q * g + BM - 1) / BM)
                                             : std::max<int64_t>(call.B, (call.T_q * g + BM - 1) / BM);
