@@ -514,13 +514,12 @@ std::optional<HopperDecodeChoice> paged_hopper_decode_choice(const char* op, det
                                                              const GqaConfig& gqa, const PagedAttentionCall& call,
                                                              const std::string& arch) {
   if (backend == detail::Backend::kPortable) return std::nullopt;
-  const bool hopper_only = backend == detail::Backend::kHopper && paged_decode_like(call);
-  std::string gap = hopper_decode_static_gap(gqa, call, arch);
-  if (gap.empty() && hopper_only) gap = hopper_decode_call_gap(call);
-  if (!gap.empty()) {
-    if (hopper_only) refuse_hopper_decode(op, gap);
-    if (!hopper_decode_static_gap(gqa, call, arch).empty()) return std::nullopt;
+  const std::string static_gap = hopper_decode_static_gap(gqa, call, arch);
+  if (backend == detail::Backend::kHopper && paged_decode_like(call)) {
+    const std::string gap = static_gap.empty() ? hopper_decode_call_gap(call) : static_gap;
+    if (!gap.empty()) refuse_hopper_decode(op, gap);
   }
+  if (!static_gap.empty()) return std::nullopt;
   return choose_hopper_decode(gqa, call, arch);
 }
 
