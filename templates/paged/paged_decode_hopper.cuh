@@ -11,7 +11,10 @@
 //
 // Roles (288 threads, one CTA per SM):
 //   warp 8      producer: looks up a stage's pages (one page-table entry per chunk, a stage ahead) and
-//               issues its boxes into a ring of pdh_stages(D) stages (full: TMA bytes, empty: 8 arrivals).
+//               issues its boxes into a ring of pdh_halves(D) slots, K and V of a stage in consecutive
+//               slots (full: TMA bytes, empty: 8 arrivals). A warp frees K's slot as soon as its scores
+//               are computed, so the producer refills it while V is still in use: more bytes stay in
+//               flight than with K and V freed together (three 64 KB stages at D 128 before).
 //   warps 0-7   consumers: warp w owns the group's head w % n and chunk w / n of every stage (n = the
 //               group's heads; a stage holds 8 / n chunks of 16 keys). S = Q K^T (m16n8k16, Q fragments in registers, K by
 //               ldmatrix from the swizzled box), masks, online softmax with lazy rescaling (as the portable
@@ -47,7 +50,7 @@ template <typename T, int D, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool BATCHE
 __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __grid_constant__ PagedDecodeHopperParams hp) {
   static_assert(D == 64 || D == 128, "paged_decode_hopper: D is 64 or 128");
   using Mma = MmaOp<T>;
-  constexpr int kStages = pdh_stages(D), kStageBytes = pdh_stage_bytes(D), kHalf = kStageBytes / 2;
+  constexpr int kSlots = pdh_halves(D), kSlotBytes = pdh_half_bytes(D);
   constexpr int kCB = D / 64;   // 64-column blocks (one box each)
   constexpr int kKS = D / 16;   // k16 steps of Q K^T
   constexpr int kDT = D / 8;    // n8 tiles of O
@@ -55,9 +58,13 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* base = align_smem_1024(smem_raw);
   const unsigned sbase = smem_addr(base);
-  const unsigned bar0 = sbase + kStages * kStageBytes;
+  const unsigned bar0 = sbase + kSlots * kSlotBytes;
   auto full = [&](int s) { return bar0 + 8u * s; };
-  auto empty = [&](int s) { return bar0 + 8u * (kStages + s); };
+  auto empty = [&](int s) { return bar0 + 8u * (kSlots + s); };
+  // Half n of the stream (n = 2 st for stage st's K, 2 st + 1 for its V): its slot and the parity of
+  // its use of that slot.
+  auto slot_of = [](int n) { return n % kSlots; };
+  auto phase_of = [](int n) { return (n / kSlots) & 1; };
 
   const int G = p.group, PS = p.page_size;
   const int HKV = min(p.h_kv, kPdhConsumerWarps);   // this CTA's KV heads: [h0, h0 + HKV)
@@ -102,7 +109,7 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   const int n_stages = (n_chunks + nsb - 1) / nsb;
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       mbar_init(full(s), 1);
       mbar_init(empty(s), kPdhConsumerWarps);
     }
@@ -134,17 +141,18 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
     for (int st = 0; st < n_stages; ++st) {
       int page_n, slot_n;
       lookup(st + 1, page_n, slot_n);  // in flight while this stage waits for its slot
-      const int s = st % kStages;
-      mbar_wait(empty(s), ((st / kStages) & 1) ^ 1);
-      const int nvalid = __popc(__ballot_sync(0xffffffffu, page >= 0));
-      if (lane == 0) mbar_arrive_expect_tx(full(s), static_cast<unsigned>(nvalid * 2 * chunk_bytes));
-      __syncwarp();
-      if (page >= 0) {
-        const unsigned kdst = sbase + s * kStageBytes + lane * chunk_bytes;
+      const unsigned tx = static_cast<unsigned>(__popc(__ballot_sync(0xffffffffu, page >= 0)) * chunk_bytes);
 #pragma unroll
-        for (int cb = 0; cb < kCB; ++cb) {
-          tma_load_4d(kdst + cb * (HKV * kPdhChunk * 128), kmap, cb * 64, slot, h0, page, full(s));
-          tma_load_4d(kdst + kHalf + cb * (HKV * kPdhChunk * 128), vmap, cb * 64, slot, h0, page, full(s));
+      for (int kv = 0; kv < 2; ++kv) {
+        const int n = 2 * st + kv, s = slot_of(n);
+        mbar_wait(empty(s), phase_of(n) ^ 1);
+        if (lane == 0) mbar_arrive_expect_tx(full(s), tx);
+        __syncwarp();
+        if (page >= 0) {
+          const unsigned dst = sbase + s * kSlotBytes + lane * chunk_bytes;
+#pragma unroll
+          for (int cb = 0; cb < kCB; ++cb)
+            tma_load_4d(dst + cb * (HKV * kPdhChunk * 128), kv == 0 ? kmap : vmap, cb * 64, slot, h0, page, full(s));
         }
       }
       page = page_n;
@@ -196,123 +204,133 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_hi = lane >> 4;
 
   for (int st = 0; st < n_stages; ++st) {
-    const int s = st % kStages;
-    mbar_wait(full(s), (st / kStages) & 1);
+    const int sk = slot_of(2 * st), sv = slot_of(2 * st + 1);
     const int c = st * nsb + j;
-    if (c < n_chunks) {
-      const int key0 = (c_first + c) * kPdhChunk;
-      const unsigned kb = sbase + s * kStageBytes + j * chunk_bytes + hl * (kPdhChunk * 128);
-      const unsigned vb = kb + kHalf;
-      const int valid = kv_len - key0;  // keys of the chunk inside the request (rows past it: garbage)
-      if (valid < kPdhChunk) {
-        // Zero V's garbage rows of this head (P is 0 there, but 0 * NaN is not).
-        unsigned char* vz = base + (vb - sbase);
-        for (int e = lane; e < (kPdhChunk - valid) * kCB * 8; e += 32) {
-          const int r = valid + e / (kCB * 8), rest = e % (kCB * 8);
-          *reinterpret_cast<uint4*>(vz + (rest / 8) * (HKV * kPdhChunk * 128) + r * 128 + (rest % 8) * 16) =
-              make_uint4(0u, 0u, 0u, 0u);
-        }
-        fence_proxy_async();  // before the slot's next TMA write
-        __syncwarp();
-      }
-      // S = Q K^T: two n8 tiles (keys 0-7, 8-15).
-      float sc[2][4];
+    const int key0 = (c_first + c) * kPdhChunk;
+    const int valid = kv_len - key0;  // keys of the chunk inside the request (rows past it: garbage)
+    const unsigned off = j * chunk_bytes + hl * (kPdhChunk * 128);
+    const unsigned kb = sbase + sk * kSlotBytes + off, vb = sbase + sv * kSlotBytes + off;
+    mbar_wait(full(sk), phase_of(2 * st));
+    if (c >= n_chunks) {  // no chunk for this warp in the stage: free both slots
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty(sk));
+      mbar_wait(full(sv), phase_of(2 * st + 1));
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty(sv));
+      continue;
+    }
+    // S = Q K^T: two n8 tiles (keys 0-7, 8-15).
+    float sc[2][4];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
+      for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < kKS; ++ks) {
-        const int ch = (ks % 4) * 2 + k_hi;
-        unsigned bk[4];
-        pdh_ldsm_x4(bk, kb + (ks / 4) * (HKV * kPdhChunk * 128) + k_row * 128 + ((ch ^ (k_row & 7)) << 4));
-        Mma::run(sc[0], qa[ks], bk[0], bk[1]);
-        Mma::run(sc[1], qa[ks], bk[2], bk[3]);
-      }
-      // Softcap, masks (key inside the request and the row's causal / window band).
-      bool need_mask = valid < kPdhChunk;
-      if constexpr (CAUSAL) need_mask = need_mask || key0 + kPdhChunk - 1 > i_min + shift;
-      if constexpr (WINDOW) {
-        need_mask = need_mask || (p.window_left >= 0 && key0 < i_max + shift - p.window_left) ||
-                    (p.window_right >= 0 && key0 + kPdhChunk - 1 > i_min + shift + p.window_right);
-      }
+    for (int ks = 0; ks < kKS; ++ks) {
+      const int ch = (ks % 4) * 2 + k_hi;
+      unsigned bk[4];
+      pdh_ldsm_x4(bk, kb + (ks / 4) * (HKV * kPdhChunk * 128) + k_row * 128 + ((ch ^ (k_row & 7)) << 4));
+      Mma::run(sc[0], qa[ks], bk[0], bk[1]);
+      Mma::run(sc[1], qa[ks], bk[2], bk[3]);
+    }
+    // Softcap, masks (key inside the request and the row's causal / window band).
+    bool need_mask = valid < kPdhChunk;
+    if constexpr (CAUSAL) need_mask = need_mask || key0 + kPdhChunk - 1 > i_min + shift;
+    if constexpr (WINDOW) {
+      need_mask = need_mask || (p.window_left >= 0 && key0 < i_max + shift - p.window_left) ||
+                  (p.window_right >= 0 && key0 + kPdhChunk - 1 > i_min + shift + p.window_right);
+    }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = sc[nt][e];
-          if constexpr (SOFTCAP) x = p.softcap_log2 * fast_tanh(x * p.softcap_inv_scale);
-          if (need_mask) {
-            const int key = key0 + nt * 8 + 2 * tq + (e & 1);
-            const int pos = row_pos[e >> 1];
-            bool visible = key < kv_len;
-            if constexpr (CAUSAL) visible = visible && key <= pos;
-            if constexpr (WINDOW) {
-              visible = visible && (p.window_left < 0 || key >= pos - p.window_left) &&
-                        (p.window_right < 0 || key <= pos + p.window_right);
-            }
-            if (!visible) x = -kInf();
+      for (int e = 0; e < 4; ++e) {
+        float x = sc[nt][e];
+        if constexpr (SOFTCAP) x = p.softcap_log2 * fast_tanh(x * p.softcap_inv_scale);
+        if (need_mask) {
+          const int key = key0 + nt * 8 + 2 * tq + (e & 1);
+          const int pos = row_pos[e >> 1];
+          bool visible = key < kv_len;
+          if constexpr (CAUSAL) visible = visible && key <= pos;
+          if constexpr (WINDOW) {
+            visible = visible && (p.window_left < 0 || key >= pos - p.window_left) &&
+                      (p.window_right < 0 || key <= pos + p.window_right);
           }
-          sc[nt][e] = x;
+          if (!visible) x = -kInf();
         }
-      // Online softmax (lazy: m moves only when a row's maximum grows by more than 2^8).
-      float tmax[2];
-      bool moved = false;
+        sc[nt][e] = x;
+      }
+    // K is in registers (consumed by the MMAs above): free its slot for the producer.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(sk));
+    // Online softmax (lazy: m moves only when a row's maximum grows by more than 2^8).
+    float tmax[2];
+    bool moved = false;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = fmaxf(fmaxf(sc[0][2 * hf], sc[0][2 * hf + 1]), fmaxf(sc[1][2 * hf], sc[1][2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      tmax[hf] = mx;
+      moved = moved || mx * score_scale > m_i[hf] * score_scale + 8.f;
+    }
+    if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = fmaxf(fmaxf(sc[0][2 * hf], sc[0][2 * hf + 1]), fmaxf(sc[1][2 * hf], sc[1][2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        tmax[hf] = mx;
-        moved = moved || mx * score_scale > m_i[hf] * score_scale + 8.f;
-      }
-      if (__any_sync(0xffffffffu, moved)) {
+        const float m_new = fmaxf(m_i[hf], tmax[hf]);
+        const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[hf] - m_new) * score_scale);
+        m_i[hf] = m_new;
+        l_i[hf] *= alpha;
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const float m_new = fmaxf(m_i[hf], tmax[hf]);
-          const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[hf] - m_new) * score_scale);
-          m_i[hf] = m_new;
-          l_i[hf] *= alpha;
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            o_acc[dt][2 * hf] *= alpha;
-            o_acc[dt][2 * hf + 1] *= alpha;
-          }
+        for (int dt = 0; dt < kDT; ++dt) {
+          o_acc[dt][2 * hf] *= alpha;
+          o_acc[dt][2 * hf + 1] *= alpha;
         }
-      }
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float ms = m_i[hf] == -kInf() ? 0.f : m_i[hf] * score_scale;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const float p0 = fast_exp2(fmaf(sc[nt][2 * hf], score_scale, -ms));
-          const float p1 = fast_exp2(fmaf(sc[nt][2 * hf + 1], score_scale, -ms));
-          sc[nt][2 * hf] = p0;
-          sc[nt][2 * hf + 1] = p1;
-          l_i[hf] += p0 + p1;
-        }
-      }
-      // O += P V.
-      unsigned pa[4];
-      pa[0] = Mma::pack(sc[0][0], sc[0][1]);
-      pa[1] = Mma::pack(sc[0][2], sc[0][3]);
-      pa[2] = Mma::pack(sc[1][0], sc[1][1]);
-      pa[3] = Mma::pack(sc[1][2], sc[1][3]);
-#pragma unroll
-      for (int dp = 0; dp < kDT / 2; ++dp) {
-        const int ch = (dp % 4) * 2 + v_hi;
-        unsigned bv[4];
-        pdh_ldsm_x4_trans(bv, vb + (dp / 4) * (HKV * kPdhChunk * 128) + v_row * 128 + ((ch ^ (v_row & 7)) << 4));
-        Mma::run(o_acc[2 * dp], pa, bv[0], bv[1]);
-        Mma::run(o_acc[2 * dp + 1], pa, bv[2], bv[3]);
       }
     }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float ms = m_i[hf] == -kInf() ? 0.f : m_i[hf] * score_scale;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float p0 = fast_exp2(fmaf(sc[nt][2 * hf], score_scale, -ms));
+        const float p1 = fast_exp2(fmaf(sc[nt][2 * hf + 1], score_scale, -ms));
+        sc[nt][2 * hf] = p0;
+        sc[nt][2 * hf + 1] = p1;
+        l_i[hf] += p0 + p1;
+      }
+    }
+    mbar_wait(full(sv), phase_of(2 * st + 1));
+    if (valid < kPdhChunk) {
+      // Zero V's garbage rows of this head (P is 0 there, but 0 * NaN is not).
+      unsigned char* vz = base + (vb - sbase);
+      for (int e = lane; e < (kPdhChunk - valid) * kCB * 8; e += 32) {
+        const int r = valid + e / (kCB * 8), rest = e % (kCB * 8);
+        *reinterpret_cast<uint4*>(vz + (rest / 8) * (HKV * kPdhChunk * 128) + r * 128 + (rest % 8) * 16) =
+            make_uint4(0u, 0u, 0u, 0u);
+      }
+      fence_proxy_async();  // before the slot's next TMA write
+      __syncwarp();
+    }
+    // O += P V.
+    unsigned pa[4];
+    pa[0] = Mma::pack(sc[0][0], sc[0][1]);
+    pa[1] = Mma::pack(sc[0][2], sc[0][3]);
+    pa[2] = Mma::pack(sc[1][0], sc[1][1]);
+    pa[3] = Mma::pack(sc[1][2], sc[1][3]);
+#pragma unroll
+    for (int dp = 0; dp < kDT / 2; ++dp) {
+      const int ch = (dp % 4) * 2 + v_hi;
+      unsigned bv[4];
+      pdh_ldsm_x4_trans(bv, vb + (dp / 4) * (HKV * kPdhChunk * 128) + v_row * 128 + ((ch ^ (v_row & 7)) << 4));
+      Mma::run(o_acc[2 * dp], pa, bv[0], bv[1]);
+      Mma::run(o_acc[2 * dp + 1], pa, bv[2], bv[3]);
+    }
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));
+    if (lane == 0) mbar_arrive(empty(sv));
   }
 
-  // Row sums over the quad; then the warps of head h merge through shared memory (the stages are free:
-  // every warp has consumed every stage, so no TMA write is pending).
+  // Row sums over the quad; then the warps of head h merge through shared memory (the slots are free:
+  // every warp has consumed every half, so no TMA write is pending).
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     l_i[hf] += __shfl_xor_sync(0xffffffffu, l_i[hf], 1);
