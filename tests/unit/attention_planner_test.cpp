@@ -61,7 +61,7 @@ TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel na
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   const nlohmann::json portable = {{"backend", "portable"}};
-  CHECK(selected(rt, "gqa_fwd", portable, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn64.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", portable, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn48.causal.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {{"is_causal", false}, {"backend", "portable"}}, dense_args(128)) ==
         "gqa_fwd.portable.bf16.d128.bm128.bn32.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");

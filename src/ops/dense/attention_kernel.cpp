@@ -36,11 +36,11 @@ TileOverride parse_tile(const char* op, const std::string& text, int64_t D) {
   in >> t.BM >> x1 >> t.BN >> x2 >> t.warps;
   const int rows_per_warp = t.warps > 0 ? t.BM / t.warps : 0;
   const bool ok = in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (t.warps == 4 || t.warps == 8) &&
-                  (t.BN == 16 || t.BN == 32 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
+                  (t.BN == 16 || t.BN == 32 || t.BN == 48 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
                   (rows_per_warp == 16 || (rows_per_warp == 32 && D <= 128));
   if (!ok)
-    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, "
-                                      "32 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"", op, text));
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, 32, "
+                                      "48 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"", op, text));
   return t;
 }
 
@@ -59,8 +59,11 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
   // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full).
   // BN = 32 for D >= 96 leaves the compiler registers to pipeline ldmatrix and keeps the double-buffered
   // tiles at two CTAs per SM (single-buffered: D = 128 causal 313 vs 297 TFLOP/s for BN 64).
+  // D = 64 takes BN = 48 on dense and packed keys (H200, session 9: 302/331 vs 286/309 TFLOP/s causal/full at
+  // B4 S4096 against BN = 64; BN = 48 at D = 128 lost 3-6% on the non-causal shapes). Paged keys keep 64, a
+  // divisor of the power-of-two pages, so that a tile stays inside one page (PagedRows' whole-tile path).
   k.BM = 128;
-  k.BN = D == 64 ? 64 : 32;
+  k.BN = D == 64 ? (kv_mode == KvMode::kDense || kv_mode == KvMode::kPacked ? 48 : 64) : 32;
   k.warps = D == 256 ? 8 : 4;
   if (D == 256 && cfg.rope != RopeLayout::kNone) {
     // RoPE's low-part tiles would take the 128-row D = 256 tile past the 227 KB of shared memory.
