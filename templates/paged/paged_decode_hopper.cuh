@@ -13,8 +13,8 @@
 //   warp 8      producer: looks up a stage's pages (one page-table entry per chunk, a stage ahead) and
 //               issues its boxes into a ring of pdh_halves(D) slots, K and V of a stage in consecutive
 //               slots (full: TMA bytes, empty: 8 arrivals). A warp frees K's slot as soon as its scores
-//               are computed, so the producer refills it while V is still in use: more bytes stay in
-//               flight than with K and V freed together (three 64 KB stages at D 128 before).
+//               are computed, so the producer refills it while V is still in use. The ring is shallow
+//               on purpose (pdh_halves): fewer bytes in flight streamed faster on the H200.
 //   warps 0-7   consumers: warp w owns the group's head w % n and chunk w / n of every stage (n = the
 //               group's heads; a stage holds 8 / n chunks of 16 keys). S = Q K^T (m16n8k16, Q fragments in registers, K by
 //               ldmatrix from the swizzled box), masks, online softmax with lazy rescaling (as the portable
