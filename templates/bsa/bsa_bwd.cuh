@@ -216,6 +216,7 @@ struct BsaBwdConfig {
   static constexpr int kQChunk = kQCols > 32 && kDT > 4 ? 32 : kQCols;
   static constexpr int kKS = D / 16;        // k16 steps over the head dim
   static constexpr int kPitch = D + 8;      // shared row pitch (elements) of K, V, Q, dO
+  static constexpr bool kSwizzle = false;   // padded rows (tile_at, load_tile_affine)
   static constexpr int kPsPitch = BM + 8;   // shared row pitch of P^T and dS^T
   static constexpr int kSmemBytes = bsa_bwd_smem_bytes(D, BN, BM);
   static_assert(sizeof(T) == 2, "bsa_bwd: 16-bit inputs");

@@ -2,9 +2,9 @@
 //
 // One CTA computes one tile of BM packed query rows of one KV head: packed row m is (query position
 // i = m / g, head-in-group m % g), so the g query heads of a GQA group share every K/V tile the CTA
-// loads. Q, K and V tiles live in shared memory (row pitch D + 8 elements, which keeps ldmatrix free of
-// bank conflicts for every D); S = Q K^T and O += P V run on m16n8k16 MMAs with fp32 accumulation; the
-// softmax is online in registers (log2 domain). Tiles wholly outside the causal/window band are
+// loads. Q, K and V tiles live in shared memory (tile_at: XOR-swizzled rows of D elements when D is a
+// multiple of 128, else rows padded to D + 8); S = Q K^T and O += P V run on m16n8k16 MMAs with fp32
+// accumulation; the softmax is online in registers (log2 domain). Tiles wholly outside the causal/window band are
 // skipped; only tiles crossing a boundary are masked. e4m3 inputs are dequantised (and RoPE applied) on
 // the way into shared memory, in the compute dtype.
 //
@@ -63,7 +63,10 @@ struct GqaFwdConfig {
   static constexpr int kNT = kWarpKeys / 8;   // n8 tiles of S (this warp's keys)
   static constexpr int kDT = D / 8;           // n8 tiles of O
   static constexpr int kKS = D / 16;          // k16 steps of Q K^T
-  static constexpr int kPitch = D + 8;        // shared-memory row pitch, elements
+  // Shared-memory rows (see tile_at): D elements, swizzled, when D % 128 == 0; else D + 8, padded (H200,
+  // session 10: swizzling D = 64's 128-byte rows cost 4%, while D = 128 gained 5-8% and D = 256 6-12%).
+  static constexpr bool kSwizzle = D % 128 == 0;
+  static constexpr int kPitch = kSwizzle ? D : D + 8;  // shared-memory row pitch, elements
   // RoPE keeps each rotated Q/K value as hi + lo in two 16-bit tiles (see rope_rotate).
   // Q, then K and V double-buffered (tile t + 2 loads while tile t + 1 waits and tile t is computed).
   static constexpr int kSmemRows = BM + 4 * BN + (kRope != 0 ? BM + 2 * BN : 0);
@@ -72,6 +75,35 @@ struct GqaFwdConfig {
   static constexpr bool kQInRegs = kRope == 0 && (D <= 96 || kMT == 1);
   static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
 };
+
+// Element offset of (row, col) in a shared-memory tile of Cfg::kPitch-element rows. Swizzled layout
+// (Cfg::kSwizzle): the 16-byte chunk c of row r sits at chunk (c ^ r) % 8 of its 128-byte group, so a
+// cp.async row segment fills whole aligned 128-byte lines, while the eight rows an ldmatrix phase reads
+// at one logical chunk still fall in eight different bank groups. The padded layout (D + 8 elements per
+// row) is conflict-free for ldmatrix too, but its rows start off the 128-byte lines: every 128-byte
+// cp.async segment then spans two lines (H200 ncu at D 256: 2.6x the ideal shared-store wavefronts).
+template <typename Cfg>
+__device__ __forceinline__ int tile_at(int row, int col) {
+  if constexpr (Cfg::kSwizzle) {
+    const int c = col >> 3;
+    return row * Cfg::kPitch + ((((c ^ row) & 7) | (c & ~7)) << 3) + (col & 7);
+  } else {
+    return row * Cfg::kPitch + col;
+  }
+}
+// ldmatrix addressing. A lane reads logical chunk c + k of its row, c in {0, 1} (lane-dependent) and k
+// even (compile-time after unrolling). lane_addr is the shared address of chunk c of the lane's row
+// (swizzled: c ^ row % 8). (c + k) = (c | k), so chunk c + k is at lane_addr ^ 16 (k % 8) + 16 (k - k % 8):
+// an XOR with an immediate and an immediate offset, since rows start on 128-byte boundaries. Further
+// rows at multiples of 8 add their offset afterwards.
+template <typename Cfg>
+__device__ __forceinline__ unsigned lane_addr(const typename Cfg::T* tile, int row, int c) {
+  return smem_addr(tile + row * Cfg::kPitch) + ((Cfg::kSwizzle ? (c ^ (row & 7)) : c) << 4);
+}
+template <typename Cfg>
+__device__ __forceinline__ unsigned chunk_addr(unsigned lane, int k) {
+  return Cfg::kSwizzle ? (lane ^ static_cast<unsigned>((k & 7) << 4)) + ((k & ~7) << 4) : lane + (k << 4);
+}
 
 // Loads ROWS rows of D elements into shared memory. row_ptr(row) gives the row's global address, or
 // nullptr for a row outside the problem (zero-filled). 16-bit rows go through cp.async (the caller
@@ -91,7 +123,7 @@ __device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr)
       for (int it = 0; it < ROWS / kRowStep; ++it) {
         const int row = row0 + it * kRowStep;
         const auto* src = row_ptr(row);
-        cp_async_16(smem + row * Cfg::kPitch + ch * 8, src ? src + ch * 8 : nullptr, src != nullptr);
+        cp_async_16(smem + tile_at<Cfg>(row, ch * 8), src ? src + ch * 8 : nullptr, src != nullptr);
       }
     } else {
 #pragma unroll
@@ -100,7 +132,7 @@ __device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr)
         if (ROWS * kChunks % Cfg::kThreads != 0 && idx >= ROWS * kChunks) break;
         const int row = idx / kChunks, ch = idx % kChunks;
         const auto* src = row_ptr(row);
-        cp_async_16(smem + row * Cfg::kPitch + ch * 8, src ? src + ch * 8 : nullptr, src != nullptr);
+        cp_async_16(smem + tile_at<Cfg>(row, ch * 8), src ? src + ch * 8 : nullptr, src != nullptr);
       }
     }
   } else {
@@ -119,9 +151,8 @@ __device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr)
         out[2 * q] = MmaOp<T>::pack(lo.x, lo.y);
         out[2 * q + 1] = MmaOp<T>::pack(hi.x, hi.y);
       }
-      uint4* dst = reinterpret_cast<uint4*>(smem + row * Cfg::kPitch + ch * 16);
-      dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-      dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+      *reinterpret_cast<uint4*>(smem + tile_at<Cfg>(row, ch * 16)) = make_uint4(out[0], out[1], out[2], out[3]);
+      *reinterpret_cast<uint4*>(smem + tile_at<Cfg>(row, ch * 16 + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
     }
   }
 }
@@ -135,14 +166,18 @@ __device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const ty
   constexpr int kChunks = Cfg::D / kElems;
   if constexpr (!Cfg::kFp8KV && Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
     constexpr int kRowStep = Cfg::kThreads / kChunks;
+    // A thread's rows share row % 8 when kRowStep is a multiple of 8: then its swizzled chunk is fixed.
+    constexpr bool kFixedChunk = !Cfg::kSwizzle || kRowStep % 8 == 0;
     const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
     const typename Cfg::TKV* src = base + row0 * stride + ch * kElems;
-    typename Cfg::T* dst = smem + row0 * Cfg::kPitch + ch * kElems;
+    typename Cfg::T* dst = smem + tile_at<Cfg>(row0, ch * kElems);
     const long long step = kRowStep * stride;
 #pragma unroll
     for (int it = 0; it < ROWS / kRowStep; ++it) {
       const bool valid = row0 + it * kRowStep < valid_rows;
-      cp_async_16(dst + it * kRowStep * Cfg::kPitch, valid ? src + it * step : base, valid);
+      typename Cfg::T* d =
+          kFixedChunk ? dst + it * kRowStep * Cfg::kPitch : smem + tile_at<Cfg>(row0 + it * kRowStep, ch * kElems);
+      cp_async_16(d, valid ? src + it * step : base, valid);
     }
   } else {
     load_tile<Cfg, typename Cfg::TKV, ROWS>(smem, [&](int row) -> const typename Cfg::TKV* {
@@ -241,8 +276,9 @@ __device__ __forceinline__ void load_paged_kv_tile(typename Cfg::T* sK, typename
 #pragma unroll
     for (int cs = 0; cs < PR::kColSteps; ++cs) {
       const int ch = ch0 + cs * Cfg::kThreads;
-      cp_async_16(sK + row * Cfg::kPitch + ch * 8, ks ? ks + ch * 8 : nullptr, ks != nullptr);
-      cp_async_16(sV + row * Cfg::kPitch + ch * 8, vs ? vs + ch * 8 : nullptr, vs != nullptr);
+      const int at = tile_at<Cfg>(row, ch * 8);
+      cp_async_16(sK + at, ks ? ks + ch * 8 : nullptr, ks != nullptr);
+      cp_async_16(sV + at, vs ? vs + ch * 8 : nullptr, vs != nullptr);
     }
   }
 }
@@ -259,7 +295,7 @@ __device__ __forceinline__ void load_append_tile(typename Cfg::T* smem, int n0, 
   constexpr int kChunks = Cfg::D / 8;
   for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += Cfg::kThreads) {
     const int row = idx / kChunks, ch = idx % kChunks, j = n0 + row;
-    T* dst = smem + row * Cfg::kPitch + ch * 8;
+    T* dst = smem + tile_at<Cfg>(row, ch * 8);
     if (j >= kv_len) {
       cp_async_16(dst, nullptr, false);
     } else if (j >= old) {
@@ -304,26 +340,25 @@ __device__ __forceinline__ void rope_rotate(typename Cfg::T* smem, typename Cfg:
     const int pos = pos_of(row);
     const int a = Cfg::kRope == 1 ? c : 2 * c;
     const int b = Cfg::kRope == 1 ? c + half : 2 * c + 1;
-    T* x = smem + row * Cfg::kPitch;
-    T* lo = lo_tile + row * Cfg::kPitch;
+    const int at_a = tile_at<Cfg>(row, a), at_b = tile_at<Cfg>(row, b);
     if (pos < 0) {
-      lo[a] = from_float<T>(0.f);
-      lo[b] = from_float<T>(0.f);
+      lo_tile[at_a] = from_float<T>(0.f);
+      lo_tile[at_b] = from_float<T>(0.f);
       continue;
     }
     const float cs = to_float(cos_t[pos * p.cos_sp + c * p.cos_sc]);
     const float sn = to_float(sin_t[pos * p.sin_sp + c * p.sin_sc]);
-    const float xa = to_float(x[a]), xb = to_float(x[b]);
+    const float xa = to_float(smem[at_a]), xb = to_float(smem[at_b]);
     const float ya = xa * cs - xb * sn, yb = xb * cs + xa * sn;
     const T ha = from_float<T>(ya), hb = from_float<T>(yb);
-    x[a] = ha;
-    x[b] = hb;
-    lo[a] = from_float<T>(ya - to_float(ha));
-    lo[b] = from_float<T>(yb - to_float(hb));
+    smem[at_a] = ha;
+    smem[at_b] = hb;
+    lo_tile[at_a] = from_float<T>(ya - to_float(ha));
+    lo_tile[at_b] = from_float<T>(yb - to_float(hb));
   }
   const int pad = cols16 - p.rotary_dim;
   for (int idx = threadIdx.x; idx < ROWS * pad; idx += Cfg::kThreads)
-    lo_tile[(idx / pad) * Cfg::kPitch + p.rotary_dim + idx % pad] = from_float<T>(0.f);
+    lo_tile[tile_at<Cfg>(idx / pad, p.rotary_dim + idx % pad)] = from_float<T>(0.f);
 }
 
 template <typename T, typename TQ, typename TKV, int D, int BM, int BN, int WARPS, bool CAUSAL, bool WINDOW, bool SOFTCAP,
@@ -355,7 +390,8 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     q_len = p.cu_q[b + 1] - q_off;
   } else {
     b = SPLIT ? static_cast<int>(blockIdx.z) / p.n_splits : static_cast<int>(blockIdx.z);
-    tile = blockIdx.x;
+    // Causal: the longest tiles (last query rows, most keys) first, so the grid's tail is short work.
+    tile = CAUSAL && !SPLIT ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
     q_len = p.s_q;
   }
   if constexpr (KV_MODE == kKvDense) {
@@ -419,6 +455,13 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_row0 = Cfg::kWarpSplit ? 0 : warp * Cfg::kWarpRows;
   const int wk0 = Cfg::kWarpSplit ? warp * Cfg::kWarpKeys : 0;  // this warp's first key of each tile
+  constexpr unsigned kRows16 = 16 * kPitch * sizeof(T);  // bytes of 16 tile rows
+  // This lane's ldmatrix rows in the warp's first m16 / key block: Q's (and Q's low parts), K's, V's. Q
+  // (A operand) and V (trans) lanes read chunk lane / 16 of their row, K lanes chunk (lane / 8) % 2; every
+  // block offset is a multiple of 8 rows, so a lane's row % 8 (its swizzle) is lane % 8 throughout.
+  const unsigned q_lane = lane_addr<Cfg>(sQ, warp_row0 + lane % 16, lane / 16);
+  const unsigned qlo_lane = lane_addr<Cfg>(sQlo, warp_row0 + lane % 16, lane / 16);
+  const int k_row = wk0 + lane % 8 + (lane / 16) * 8, v_row = wk0 + lane % 8 + ((lane / 8) % 2) * 8;
   // This thread's rows: (mt, hf) -> tile row warp_row0 + mt * 16 + lane / 4 + hf * 8, at key position
   // row_pos (query index + shift).
   int row_pos[kMT][2];
@@ -533,7 +576,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     for (int ks16 = 0; ks16 < Cfg::kKS; ++ks16)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
-        ldmatrix_x4(q_frag[ks16][mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+        ldmatrix_x4_at(q_frag[ks16][mt], chunk_addr<Cfg>(q_lane, 2 * ks16) + mt * kRows16);
   }
 
   for (int t = 0; t < num_tiles; ++t) {
@@ -541,6 +584,9 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     const T* sK = sKbuf + (t & 1) * BN * kPitch;
     const T* sV = sVbuf + (t & 1) * BN * kPitch;
     const T* sKlo = sKlobuf + (t & 1) * BN * kPitch;
+    const unsigned k_lane = lane_addr<Cfg>(sK, k_row, (lane / 8) % 2);
+    const unsigned klo_lane = lane_addr<Cfg>(sKlo, k_row, (lane / 8) % 2);
+    const unsigned v_lane = lane_addr<Cfg>(sV, v_row, lane / 16);
     if (t > 0) {
       cp_async_wait<1>();
       __syncthreads();  // tile t landed (tile t + 1 may still be in flight)
@@ -567,13 +613,13 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
           for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[ks16][mt][e];
         } else {
-          ldmatrix_x4(a[mt], sQ + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+          ldmatrix_x4_at(a[mt], chunk_addr<Cfg>(q_lane, 2 * ks16) + mt * kRows16);
         }
       }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         unsigned bk[4];
-        ldmatrix_x4(bk, sK + (wk0 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8);
+        ldmatrix_x4_at(bk, chunk_addr<Cfg>(k_lane, 2 * ks16) + np * kRows16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           Mma::run(s[mt][2 * np], a[mt], bk[0], bk[1]);
@@ -586,13 +632,12 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
           unsigned alo[kMT][4];
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            ldmatrix_x4(alo[mt], sQlo + (warp_row0 + mt * 16 + (lane % 16)) * kPitch + ks16 * 16 + (lane / 16) * 8);
+            ldmatrix_x4_at(alo[mt], chunk_addr<Cfg>(qlo_lane, 2 * ks16) + mt * kRows16);
 #pragma unroll
           for (int np = 0; np < kNT / 2; ++np) {
-            const int off = (wk0 + np * 16 + (lane % 8) + (lane / 16) * 8) * kPitch + ks16 * 16 + ((lane / 8) % 2) * 8;
             unsigned bk[4], bklo[4];
-            ldmatrix_x4(bk, sK + off);
-            ldmatrix_x4(bklo, sKlo + off);
+            ldmatrix_x4_at(bk, chunk_addr<Cfg>(k_lane, 2 * ks16) + np * kRows16);
+            ldmatrix_x4_at(bklo, chunk_addr<Cfg>(klo_lane, 2 * ks16) + np * kRows16);
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
               Mma::run(s[mt][2 * np], alo[mt], bk[0], bk[1]);
@@ -702,7 +747,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         unsigned bv[4];
-        ldmatrix_x4_trans(bv, sV + (wk0 + kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kPitch + dp * 16 + (lane / 16) * 8);
+        ldmatrix_x4_trans_at(bv, chunk_addr<Cfg>(v_lane, 2 * dp) + kk * kRows16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           Mma::run(o_acc[mt][2 * dp], a[mt], bv[0], bv[1]);

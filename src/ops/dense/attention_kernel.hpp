@@ -38,8 +38,10 @@ struct AttentionKernelChoice {
   std::string arch;
 
   // Must equal GqaFwdConfig::kSmemBytes: Q, double-buffered K and V, plus with RoPE the low parts of the
-  // rotated Q and (double-buffered) K.
-  int smem_bytes() const { return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D + 8) * 2; }
+  // rotated Q and (double-buffered) K; rows of D elements (swizzled) when D % 128 == 0, else D + 8.
+  int smem_bytes() const {
+    return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D % 128 == 0 ? D : D + 8) * 2;
+  }
 };
 
 // Picks tiles for head dim D (or applies the "BMxBNxWARPS" tuning override) and records the flags of
