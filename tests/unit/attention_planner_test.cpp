@@ -61,9 +61,9 @@ TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel na
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   const nlohmann::json portable = {{"backend", "portable"}};
-  CHECK(selected(rt, "gqa_fwd", portable, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn48.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", portable, dense_args(64)) == "gqa_fwd.portable.bf16.d64.bm128.bn64.causal.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {{"is_causal", false}, {"backend", "portable"}}, dense_args(128)) ==
-        "gqa_fwd.portable.bf16.d128.bm128.bn32.sm_90a");
+        "gqa_fwd.portable.bf16.d128.bm128.bn64.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
   // D = 256: 128-row tiles on 8 warps; with RoPE 64-row tiles on 4 (shared memory).
   CHECK(selected(rt, "gqa_fwd", portable, dense_args(256)) == "gqa_fwd.portable.bf16.d256.bm128.bn32.w8.causal.sm_90a");
@@ -85,7 +85,7 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                     {"cu_seqlens_kv", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
                     {"sinks", TensorRef::contiguous(fake_addr(6), DType::kF32, {8}, kGpu)}};
   CHECK(selected(rt, "gqa_varlen_fwd", {{"backend", "portable"}}, varlen) ==
-        "gqa_varlen_fwd.portable.fp16.d128.bm128.bn32.causal.sinks.sm_90a");
+        "gqa_varlen_fwd.portable.fp16.d128.bm128.bn64.causal.sinks.sm_90a");
   CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.sm_90a");
 
   TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
@@ -156,14 +156,14 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
   CHECK(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_80")[0].describe() ==
-        "gqa_fwd.portable.bf16.d128.bm128.bn32.causal.sm_80");
+        "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_80");
   // k broadcast over its KV heads (head stride 0), which TMA cannot address: 'auto' takes the portable
   // kernel; explicit 'hopper' refuses such a call when it runs (the plan's signature has no strides).
   TensorArgs odd = dense_args(128);
   TensorRef k = TensorRef::contiguous(fake_addr(1), DType::kBF16, {2, 70, 2, 128}, kGpu);
   k.strides = {70 * 128, 128, 0, 1};
   odd.set("k", k);
-  CHECK(selected(rt, "gqa_fwd", {}, odd) == "gqa_fwd.portable.bf16.d128.bm128.bn32.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {}, odd) == "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_90a");
   CHECK(attnjit::ops::hopper_kv_gap(*odd.find("k"), *odd.find("v"), false) ==
         "k: expected dim 2 stride to be a positive multiple of 16 bytes for TMA, got 0 elements");
   // An axis of extent 0 or 1 is never stepped along, so any stride does (an empty S_kv, one head).

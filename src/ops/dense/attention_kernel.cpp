@@ -57,13 +57,14 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
   // NOTE: 32 rows per warp (two m16 tiles) halves the shared-memory traffic per MMA. D = 256 keeps one
   // m16 tile per warp so the O accumulator (128 registers) fits, with 8 warps so that a CTA still covers
   // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full).
-  // BN = 32 for D >= 96 leaves the compiler registers to pipeline ldmatrix and keeps the double-buffered
-  // tiles at two CTAs per SM (single-buffered: D = 128 causal 313 vs 297 TFLOP/s for BN 64).
-  // D = 64 takes BN = 48 on dense and packed keys (H200, session 9: 302/331 vs 286/309 TFLOP/s causal/full at
-  // B4 S4096 against BN = 64; BN = 48 at D = 128 lost 3-6% on the non-causal shapes). Paged keys keep 64, a
-  // divisor of the power-of-two pages, so that a tile stays inside one page (PagedRows' whole-tile path).
+  // BN = 64 at D = 64 and, on dense and packed keys, at D = 128: since the swizzled shared-memory rows
+  // (session 10) the wider tile is the faster one there (H200, B4 S4096 causal / full: D 128 346 / 380
+  // against 341-346 / 359 TFLOP/s for BN 32, D 64 302 / 319 against 297 / 308 for BN 48). Paged keys
+  // keep BN = 32 at D >= 96 (validated there; 64 divides every power-of-two page, so a tile still stays
+  // in one page at D = 64). D = 256 keeps BN = 32: its O accumulator leaves no registers for wider S.
+  const bool dense_keys = kv_mode == KvMode::kDense || kv_mode == KvMode::kPacked;
   k.BM = 128;
-  k.BN = D == 64 ? (kv_mode == KvMode::kDense || kv_mode == KvMode::kPacked ? 48 : 64) : 32;
+  k.BN = D == 64 || (D == 128 && dense_keys) ? 64 : 32;
   k.warps = D == 256 ? 8 : 4;
   if (D == 256 && cfg.rope != RopeLayout::kNone) {
     // RoPE's low-part tiles would take the 128-row D = 256 tile past the 227 KB of shared memory.
