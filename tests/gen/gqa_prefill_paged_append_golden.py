@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Golden test cases for gqa_prefill_paged_append (SPEC.md §2.10), computed independently of the C++ project
-(numpy; nothing imported from the repository except the number-format helpers of tools/casegen_*.py).
+(numpy; nothing imported from the repository except the number-format helpers of tests/gen/casegen_*.py).
 
 Writes tests/cases/gqa_prefill_paged_append_golden.json in the `attnjit test` format (tools/cli/test_case.hpp).
 

@@ -91,7 +91,7 @@ def main():
     for n in E4M3_NS:
         out.append(e4m3(n))
     out.append("}  // namespace attnjit::kernels")
-    path = pathlib.Path(__file__).resolve().parent.parent / "templates" / "hopper" / "wgmma_ops.cuh"
+    path = pathlib.Path(__file__).resolve().parents[2] / "templates" / "hopper" / "wgmma_ops.cuh"
     path.write_text("\n".join(out) + "\n")
 
 
