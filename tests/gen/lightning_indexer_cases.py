@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Random GPU test grids for lightning_indexer (SPEC.md §2.1), in the `attnjit test` format
-(tools/cli/test_case.hpp). Standard library only; deterministic (fixed seed).
+"""Test cases for lightning_indexer (SPEC.md §2.1): rejection cases and random GPU test grids, in the
+`attnjit test` format (tools/cli/test_case.hpp). Standard library only; deterministic (fixed seed).
 
 Writes tests/cases/lightning_indexer_errors.json (one case per rejection rule, outputs filled with a byte
 pattern that must survive) and, under tests/cases/gpu/ (kept out of the CI glob tests/cases/*.json):
