@@ -42,12 +42,12 @@ step warmup "$BIN" warmup
 PREFIX=()
 step tests per_file tests/cases/*.json tests/cases/gpu/*_grid.json
 # lightning_indexer's slab path (topk beyond the fused kernel's buffers) over the regular grid's shapes.
-step li_slab env ATTNJIT_LI_FORCE_SLAB=1 "$BIN" test tests/cases/gpu/lightning_indexer_grid.json \
+step li_slab env ATTNJIT_TUNE_LI_FORCE_SLAB=1 "$BIN" test tests/cases/gpu/lightning_indexer_grid.json \
   tests/cases/gpu/lightning_indexer_small.json tests/cases/gpu/lightning_indexer_bigtopk_small.json
 if command -v compute-sanitizer >/dev/null; then
   PREFIX=(compute-sanitizer --tool memcheck --error-exitcode 1)
   step memcheck per_file "${small_cases[@]}" tests/cases/*_errors.json
-  step li_slab_memcheck env ATTNJIT_LI_FORCE_SLAB=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN" test \
+  step li_slab_memcheck env ATTNJIT_TUNE_LI_FORCE_SLAB=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN" test \
     tests/cases/gpu/lightning_indexer_bigtopk_small.json
   PREFIX=(compute-sanitizer --tool racecheck --error-exitcode 1)
   step racecheck per_file "${small_cases[@]}"

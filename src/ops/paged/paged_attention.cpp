@@ -9,16 +9,18 @@
 #include <optional>
 
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
 #include "ops/paged/paged_call.hpp"
 #include "ops/paged/paged_decode_hopper.hpp"
 #include "ops/paged/reference.hpp"
-#include "runtime/host_copy.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/host_copy.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops {
 
@@ -306,9 +308,9 @@ bool paged_decode_like(const PagedAttentionCall& call) {
 }
 // An explicit 'hopper' refuses the decode-like calls its decode kernel does not serve, saying why.
 [[noreturn]] void refuse_hopper_decode(const char* op, const std::string& gap) {
-  throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': calls averaging at most 16 query rows per request "
-                                "take the split-KV decode path, and its hopper kernel cannot serve this one: {}; use "
-                                "backend 'auto' or 'portable'", op, gap));
+  throw_hopper_gap(op, fmt::format("calls averaging at most 16 query rows per request take the split-KV decode path, "
+                                   "and its hopper kernel cannot serve this one: {}; use backend 'auto' or 'portable'",
+                                   gap));
 }
 
 // The split-KV decode path of a paged plan: the decode tile with partial outputs (portable, and on sm_90a
@@ -320,24 +322,24 @@ struct DecodePath {
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
   std::string hopper_gap;  // why there is no hopper kernel (static signature), when there is none
   int sms = 0;
-  int splits_override = 0;  // ATTNJIT_DECODE_SPLITS (0: the planner's choice)
+  int splits_override = 0;  // ATTNJIT_TUNE_DECODE_SPLITS (0: the planner's choice)
   bool dependent_combine = false;  // sm_90+: the combine is a programmatic dependent launch
 };
 
-DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device,
+DecodePath load_decode_path(OpContext& ctx, const char* op, const AttentionKernelChoice& main, int device,
                             std::optional<HopperDecodeChoice> hopper) {
   DecodePath d;
   if (hopper) {
     d.hopper = hopper;
-    d.hopper_kernel = load_hopper_decode_kernel(rt, op, *hopper, device);
+    d.hopper_kernel = load_hopper_decode_kernel(ctx, op, *hopper, device);
   }
   AttentionKernelChoice k = main;
   k.sinks = false;  // the combine adds the sink
-  d.choice = decode_variant(op, k, rt.options().decode_tile);
-  d.kernel = load_attention_kernel(rt, op, d.choice, device);
-  d.combine = rt.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
-  d.sms = rt.sm_count(device);
-  d.splits_override = rt.options().decode_splits;
+  d.choice = decode_variant(op, k, ctx.tuning().decode_tile);
+  d.kernel = load_attention_kernel(ctx, op, d.choice, device);
+  d.combine = ctx.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
+  d.sms = ctx.sm_count(device);
+  d.splits_override = ctx.tuning().decode_splits;
   d.dependent_combine = arch_number(main.arch) >= 90;
   return d;
 }
@@ -498,7 +500,7 @@ std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail:
                               : hopper_attention_gap(gqa, call.q_dtype, call.compute_dtype, call.D, arch);
   if (!gap.empty()) {
     if (backend == detail::Backend::kHopper)
-      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", op, gap));
+      throw_hopper_gap(op, gap);
     return std::nullopt;
   }
   GqaConfig g = gqa;
@@ -524,20 +526,20 @@ std::optional<HopperDecodeChoice> paged_hopper_decode_choice(const char* op, det
 }
 
 // A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
-std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(OpContext& ctx, const char* op,
                                                           detail::Backend backend, const GqaConfig& gqa,
                                                           bool validate_inputs, PagedKernelPlan::Validate validate,
                                                           const PagedAttentionCall& call) {
-  const std::string arch = rt.arch_for_device(call.device.index);
+  const std::string arch = ctx.arch_for_device(call.device.index);
   std::optional<HopperAttentionChoice> hopper = paged_hopper_choice(op, backend, gqa, call, arch);
   check_attention_backend(op, hopper ? detail::Backend::kPortable : backend, arch);
-  AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
-  auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
-  DecodePath decode = load_decode_path(rt, op, choice, call.device.index,
+  AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, ctx.tuning().gqa_tile);
+  auto kernel = load_attention_kernel(ctx, op, choice, call.device.index);
+  DecodePath decode = load_decode_path(ctx, op, choice, call.device.index,
                                        paged_hopper_decode_choice(op, backend, gqa, call, arch));
   if (!decode.hopper_kernel) decode.hopper_gap = hopper_decode_static_gap(gqa, call, arch);
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
-  if (hopper) hopper_kernel = load_hopper_attention_kernel(rt, op, *hopper, call.device.index);
+  if (hopper) hopper_kernel = load_hopper_attention_kernel(ctx, op, *hopper, call.device.index);
   return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
                                            std::move(kernel), std::move(decode), std::move(hopper),
                                            std::move(hopper_kernel), backend == detail::Backend::kHopper);
@@ -545,15 +547,15 @@ std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& r
 
 class GqaPagedFwdOp final : public detail::OpInstance {
  public:
-  GqaPagedFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : GqaPagedFwdOp(rt, detail::ConfigReader(kGqaPaged, config, gqa_config_keys())) {}
+  GqaPagedFwdOp(OpContext& ctx, const nlohmann::json& config)
+      : GqaPagedFwdOp(ctx, detail::ConfigReader(kGqaPaged, config, gqa_config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
     const auto hopper = paged_hopper_choice(kGqaPaged, backend_, cfg_, call, arch);
     check_attention_backend(kGqaPaged, hopper ? detail::Backend::kPortable : backend_, arch);
     auto specs =
-        paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+        paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, ctx_.tuning().gqa_tile), ctx_.tuning().decode_tile);
     if (hopper) specs.push_back(hopper_attention_kernel_spec(kGqaPaged, *hopper));
     if (const auto dec = paged_hopper_decode_choice(kGqaPaged, backend_, cfg_, call, arch))
       specs.push_back(hopper_decode_kernel_spec(kGqaPaged, *dec));
@@ -571,8 +573,8 @@ class GqaPagedFwdOp final : public detail::OpInstance {
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override;
 
  private:
-  GqaPagedFwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kGqaPaged, r.impl(), r.backend()), cfg_(parse_gqa_config(true, r)) {}
+  GqaPagedFwdOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kGqaPaged, r.impl(), r.backend()), cfg_(parse_gqa_config(true, r)) {}
   GqaConfig cfg_;
 };
 
@@ -586,7 +588,7 @@ std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorAr
     });
   }
   return paged_kernel_plan(
-      rt_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
+      ctx_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
       [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); },
       validate_gqa_paged_call(cfg_, tensors, Placement::kDevice));
 }
@@ -605,15 +607,15 @@ MhaDecodePagedConfig parse_mha_config(const detail::ConfigReader& r) {
 
 class MhaDecodePagedOp final : public detail::OpInstance {
  public:
-  MhaDecodePagedOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : MhaDecodePagedOp(rt, detail::ConfigReader(kMhaDecode, config, {"page_size", "is_causal", "validate_inputs"})) {}
+  MhaDecodePagedOp(OpContext& ctx, const nlohmann::json& config)
+      : MhaDecodePagedOp(ctx, detail::ConfigReader(kMhaDecode, config, {"page_size", "is_causal", "validate_inputs"})) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
     paged_hopper_choice(kMhaDecode, backend_, gqa_, call, arch);  // an explicit 'hopper' is refused, naming why
     check_attention_backend(kMhaDecode, backend_, arch);
     auto specs =
-        paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
+        paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, ctx_.tuning().gqa_tile), ctx_.tuning().decode_tile);
     if (const auto dec = paged_hopper_decode_choice(kMhaDecode, backend_, gqa_, call, arch))
       specs.push_back(hopper_decode_kernel_spec(kMhaDecode, *dec));
     return specs;
@@ -636,14 +638,14 @@ class MhaDecodePagedOp final : public detail::OpInstance {
       });
     }
     return paged_kernel_plan(
-        rt_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
+        ctx_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
         [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
         validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice));
   }
 
  private:
-  MhaDecodePagedOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kMhaDecode, r.impl(), r.backend()), cfg_(parse_mha_config(r)) {
+  MhaDecodePagedOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kMhaDecode, r.impl(), r.backend()), cfg_(parse_mha_config(r)) {
     gqa_.is_causal = cfg_.is_causal;  // no window, softcap or rope; scale 1/sqrt(D)
   }
   MhaDecodePagedConfig cfg_;
@@ -666,7 +668,7 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
         for (const auto& s :
              paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
           add(s);
-        if (arch != "sm_90a") continue;
+        if (!has_hopper_kernels(arch)) continue;
         // On sm_90a 'auto' takes the hopper decode kernel for D 64/128 (both ops) and the hopper prefill
         // kernel (gqa_paged_fwd).
         if (!mha) {
@@ -704,5 +706,9 @@ OpDefinition mha_decode_paged_definition() {
     return ops::paged_default_matrix(ops::kMhaDecode, true, arch);
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kGqaPagedFwdRegistrar{40, &gqa_paged_fwd_definition};
+const OpRegistrar kMhaDecodePagedRegistrar{50, &mha_decode_paged_definition};
 
 }  // namespace attnjit::detail
