@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "attnjit/error.hpp"
+#include "base/logging.hpp"
 
 namespace attnjit::ops {
 namespace {
@@ -35,6 +36,9 @@ int parse_splits(const char* name, const char* v) {
 }  // namespace
 
 Tuning Tuning::from_env() {
+  // A script that sets a name without TUNE_ would otherwise measure the planner's default unawares.
+  for (const char* old : {"ATTNJIT_GQA_TILE", "ATTNJIT_DECODE_TILE", "ATTNJIT_DECODE_SPLITS", "ATTNJIT_LI_FORCE_SLAB"})
+    if (env(old)) logger().warn("{} is no longer read; set ATTNJIT_TUNE_{} instead", old, old + 8);
   Tuning t;
   if (auto v = env("ATTNJIT_TUNE_GQA_TILE")) t.gqa_tile = v;
   if (auto v = env("ATTNJIT_TUNE_DECODE_TILE")) t.decode_tile = v;

@@ -208,7 +208,7 @@ void check_backend(detail::Backend backend, const std::string& arch) {
   if (backend == detail::Backend::kHopper)
     throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
                                   "'portable'", kOp));
-  if (arch_number(arch) < 89)
+  if (!arch_facts(arch).fp8_mma)
     throw Unsupported(fmt::format("{}: backend 'portable' needs FP8 mma.sync (sm_89 or newer), got {}", kOp, arch));
 }
 
