@@ -1,5 +1,6 @@
 // attnjit: the exception hierarchy. Every error the library raises derives from attnjit::Error.
 #pragma once
+#include <attnjit/export.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -16,7 +17,7 @@ enum class Status : int {
   kInternal = 6,
 };
 
-class Error : public std::runtime_error {
+class ATTNJIT_API Error : public std::runtime_error {
  public:
   Error(Status status, const std::string& message) : std::runtime_error(message), status_(status) {}
   Status status() const noexcept { return status_; }
@@ -27,19 +28,19 @@ class Error : public std::runtime_error {
 
 // A call or construction argument breaks a rule of the contract: the message names the op, the
 // category (shape, dtype, device, layout, param, args, content), the argument, the rule and the value.
-class InvalidArgument : public Error {
+class ATTNJIT_API InvalidArgument : public Error {
  public:
   explicit InvalidArgument(const std::string& m) : Error(Status::kInvalidArgument, m) {}
 };
 
 // A well-formed request this build (or the chosen backend) does not serve; lists the unmet requirement.
-class Unsupported : public Error {
+class ATTNJIT_API Unsupported : public Error {
  public:
   explicit Unsupported(const std::string& m) : Error(Status::kUnsupported, m) {}
 };
 
 // NVRTC rejected a kernel: the message carries the kernel's describe() and the NVRTC log.
-class CompileError : public Error {
+class ATTNJIT_API CompileError : public Error {
  public:
   CompileError(const std::string& m, std::string kernel, std::string log)
       : Error(Status::kCompileError, m), kernel_(std::move(kernel)), log_(std::move(log)) {}
@@ -51,7 +52,7 @@ class CompileError : public Error {
 };
 
 // The CUDA driver reported an error (or is absent where one is needed): carries the driver's name.
-class CudaError : public Error {
+class ATTNJIT_API CudaError : public Error {
  public:
   CudaError(const std::string& m, int code) : Error(Status::kCudaError, m), code_(code) {}
   int code() const noexcept { return code_; }
@@ -61,7 +62,7 @@ class CudaError : public Error {
 };
 
 // The kernel cache cannot serve a request (e.g. a miss in no-JIT mode).
-class CacheError : public Error {
+class ATTNJIT_API CacheError : public Error {
  public:
   explicit CacheError(const std::string& m) : Error(Status::kCacheError, m) {}
 };

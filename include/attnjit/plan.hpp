@@ -1,5 +1,6 @@
 // attnjit: an immutable, thread-safe executable plan for one op instance and one static signature.
 #pragma once
+#include <attnjit/export.hpp>
 #include <attnjit/tensor.hpp>
 
 #include <cstddef>
@@ -12,7 +13,7 @@ namespace detail {
 class PlanImpl;
 }
 
-class Plan {
+class ATTNJIT_API Plan {
  public:
   Plan() = default;
   explicit Plan(std::shared_ptr<const detail::PlanImpl> impl) : impl_(std::move(impl)) {}

@@ -1,6 +1,7 @@
 // attnjit: the runtime. Owns the NVRTC compiler, the disk cache of cubins, loaded kernels per
 // device, and the op instances built from (op name, config JSON).
 #pragma once
+#include <attnjit/export.hpp>
 #include <attnjit/error.hpp>
 #include <attnjit/plan.hpp>
 #include <attnjit/tensor.hpp>
@@ -16,7 +17,7 @@ namespace attnjit {
 
 // Every knob of the runtime. from_env() reads the ATTNJIT_* variables (listed in the README) in one
 // place; code may then override any field.
-struct RuntimeOptions {
+struct ATTNJIT_API RuntimeOptions {
   std::string cache_dir;                  // ATTNJIT_CACHE_DIR; empty: $XDG_CACHE_HOME/attnjit, ~/.cache/attnjit
   bool cache_read_only = false;           // ATTNJIT_CACHE_READONLY: load entries, never write
   bool cache_disabled = false;            // ATTNJIT_CACHE_DISABLE: no disk cache at all (memory only)
@@ -28,14 +29,11 @@ struct RuntimeOptions {
   bool lineinfo = false;                  // ATTNJIT_LINEINFO: compile with -lineinfo (changes the key)
   std::string log_level = "warn";         // ATTNJIT_LOG_LEVEL: trace, debug, info, warn, error, off
   std::string arch;                       // ATTNJIT_ARCH: compile target; empty: the device's, else sm_90a
-  std::string gqa_tile;                   // ATTNJIT_GQA_TILE: tuning override of the gqa kernels' tile,
-                                          // "BMxBNxWARPS" (e.g. "128x32x4"); empty = the planner's choice
-  std::string decode_tile;                // ATTNJIT_DECODE_TILE: tuning override of the split-KV decode
-                                          // tile of the paged ops, "BNxWARPS" (BM = 16 * WARPS), e.g. "64x1"
-  int decode_splits = 0;                  // ATTNJIT_DECODE_SPLITS: tuning override of the paged ops' split-KV
-                                          // decode: splits per request (clamped to one key tile each); 0 = the planner's
-  bool li_force_slab = false;             // ATTNJIT_LI_FORCE_SLAB: test only; lightning_indexer plans take
-                                          // the two-kernel slab path even where the fused kernel fits
+  // Tuning overrides of the planners' choices (measurement and tests): keys gqa_tile ("BMxBNxWARPS"),
+  // decode_tile ("BNxWARPS"), decode_splits (count) and li_force_slab (bool), applied over the
+  // ATTNJIT_TUNE_GQA_TILE, ATTNJIT_TUNE_DECODE_TILE, ATTNJIT_TUNE_DECODE_SPLITS and
+  // ATTNJIT_TUNE_LI_FORCE_SLAB variables when the runtime is created (the README lists their values).
+  nlohmann::json tune = nlohmann::json::object();
 
   static RuntimeOptions from_env();
   // Applies the keys of a JSON object with the field names above (the C ABI's options_json).
@@ -53,7 +51,7 @@ class OpInstance;
 // "impl": "kernel" | "reference", "backend": "auto" | "portable" | "hopper"). Construction checks run
 // when it is created. It keeps a map from static signature to plan, so plan() for a signature already
 // seen is a lookup.
-class Op {
+class ATTNJIT_API Op {
  public:
   Op() = default;
   explicit Op(std::shared_ptr<detail::OpInstance> impl) : impl_(std::move(impl)) {}
@@ -65,7 +63,7 @@ class Op {
   std::shared_ptr<detail::OpInstance> impl_;
 };
 
-class Runtime {
+class ATTNJIT_API Runtime {
  public:
   explicit Runtime(RuntimeOptions options = RuntimeOptions::from_env());
   ~Runtime();
@@ -94,6 +92,6 @@ class Runtime {
 };
 
 // Library version string ("0.1.0").
-const char* version();
+ATTNJIT_API const char* version();
 
 }  // namespace attnjit

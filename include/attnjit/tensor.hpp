@@ -1,6 +1,7 @@
 // attnjit: tensor descriptors. A TensorRef is an address, a dtype, a shape and strides (in elements)
 // on one device; it never owns memory. Build one by hand or from a DLPack DLTensor.
 #pragma once
+#include <attnjit/export.hpp>
 #include <dlpack/dlpack.h>
 
 #include <array>
@@ -17,11 +18,11 @@ namespace attnjit {
 enum class DType : uint8_t { kF16, kBF16, kE4M3, kF32, kI32, kI64 };
 
 // Canonical short name: "fp16", "bf16", "e4m3", "fp32", "int32", "int64".
-std::string_view dtype_name(DType dt);
-int dtype_size(DType dt);
-bool is_float16(DType dt);  // fp16 or bf16
+ATTNJIT_API std::string_view dtype_name(DType dt);
+ATTNJIT_API int dtype_size(DType dt);
+ATTNJIT_API bool is_float16(DType dt);  // fp16 or bf16
 // Accepts the short names and the long forms ("float16", "bfloat16", "float8_e4m3fn", "float32").
-std::optional<DType> parse_dtype(std::string_view name);
+ATTNJIT_API std::optional<DType> parse_dtype(std::string_view name);
 
 enum class DeviceKind : uint8_t { kCPU, kCUDA };
 struct Device {
@@ -29,12 +30,12 @@ struct Device {
   int index = 0;
   bool operator==(const Device&) const = default;
 };
-std::string device_name(Device d);
+ATTNJIT_API std::string device_name(Device d);
 
 // DLPack 1.1's kDLFloat8_e4m3fn; Debian's dlpack 0.6 header predates it.
 inline constexpr uint8_t kDLFloat8E4M3FN = 10;
 
-struct TensorRef {
+struct ATTNJIT_API TensorRef {
   static constexpr int kMaxDims = 8;
   void* data = nullptr;
   DType dtype = DType::kF32;
@@ -58,7 +59,7 @@ struct TensorRef {
 
 // Named tensor arguments of one call, by the argument names of SPEC.md. Small and allocation-free
 // once built; lookups are linear over at most kMaxArgs entries.
-class TensorArgs {
+class ATTNJIT_API TensorArgs {
  public:
   static constexpr int kMaxArgs = 24;
   TensorArgs() = default;

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
-#include "runtime/logging.hpp"
+#include "base/logging.hpp"
 
 namespace attnjit::jit {
 

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "jit/sha256.hpp"
-#include "runtime/logging.hpp"
+#include "base/logging.hpp"
 
 namespace fs = std::filesystem;
 

@@ -9,7 +9,7 @@
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/sha256.hpp"
-#include "runtime/logging.hpp"
+#include "base/logging.hpp"
 
 namespace attnjit::jit {
 

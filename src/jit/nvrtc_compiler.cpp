@@ -9,7 +9,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/embedded_templates.hpp"
-#include "runtime/logging.hpp"
+#include "base/logging.hpp"
 
 namespace attnjit::jit {
 

@@ -1,4 +1,5 @@
-// RuntimeOptions: the one place that reads ATTNJIT_* environment variables.
+// RuntimeOptions: the one place that reads the ATTNJIT_* environment variables, but for the
+// ATTNJIT_TUNE_* ones (ops/base/tuning.cpp).
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <filesystem>
 
 #include "attnjit/runtime.hpp"
+#include "ops/base/tuning.hpp"
 
 namespace attnjit {
 
@@ -69,10 +71,6 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
   if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
-  if (auto v = env("ATTNJIT_GQA_TILE")) o.gqa_tile = v;
-  if (auto v = env("ATTNJIT_DECODE_TILE")) o.decode_tile = v;
-  if (auto v = env("ATTNJIT_DECODE_SPLITS")) o.decode_splits = parse_nonneg_int("ATTNJIT_DECODE_SPLITS", v);
-  if (auto v = env("ATTNJIT_LI_FORCE_SLAB")) o.li_force_slab = parse_bool("ATTNJIT_LI_FORCE_SLAB", v);
   return o;
 }
 
@@ -100,18 +98,16 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "lineinfo") o.lineinfo = v.get<bool>();
       else if (k == "log_level") o.log_level = v.get<std::string>();
       else if (k == "arch") o.arch = v.get<std::string>();
-      else if (k == "gqa_tile") o.gqa_tile = v.get<std::string>();
-      else if (k == "decode_tile") o.decode_tile = v.get<std::string>();
-      else if (k == "decode_splits") {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 65535)
-          throw nlohmann::json::type_error::create(302, "splits", nullptr);
-        o.decode_splits = v.get<int>();
+      else if (k == "tune") {
+        // Checked here (keys, types) so a bad options_json fails where it is given; applied over the
+        // ATTNJIT_TUNE_* variables when the runtime is created.
+        ops::Tuning::apply(v, ops::Tuning{});
+        for (const auto& [tk, tv] : v.items()) o.tune[tk] = tv;
       }
-      else if (k == "li_force_slab") o.li_force_slab = v.get<bool>();
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "
                                           "cache_disabled, cache_max_bytes, lock_dir, lock_timeout_ms, no_jit, "
-                                          "dump_sources_dir, lineinfo, log_level, arch, gqa_tile, decode_tile, decode_splits, li_force_slab, got an "
+                                          "dump_sources_dir, lineinfo, log_level, arch, tune, got an "
                                           "unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: {}: wrong type, got {}", k, v.dump()));

@@ -2,7 +2,7 @@
 
 #include "attnjit/runtime.hpp"
 #include "jit/cuda_driver.hpp"
-#include "runtime/logging.hpp"
+#include "base/logging.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace attnjit {
@@ -28,7 +28,8 @@ jit::KernelCacheSettings cache_settings(const RuntimeOptions& o) {
 }
 }  // namespace
 
-RuntimeImpl::RuntimeImpl(RuntimeOptions options) : options_(std::move(options)) {
+RuntimeImpl::RuntimeImpl(RuntimeOptions options)
+    : options_(std::move(options)), tuning_(ops::Tuning::read(options_.tune)) {
   set_log_level(options_.log_level);
   kernels_ = std::make_unique<jit::KernelCache>(cache_settings(options_));
 }

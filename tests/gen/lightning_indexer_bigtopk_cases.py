@@ -18,7 +18,7 @@ Writes, under tests/cases/gpu/ (kept out of the CI glob tests/cases/*.json):
                                         four are small shapes with a small topk that the fused kernel would
                                         serve: they exercise the slab path only when the planner is told to
                                         take it, with the test-only environment variable
-                                        ATTNJIT_LI_FORCE_SLAB=1 (without it they run, and pass, on the fused
+                                        ATTNJIT_TUNE_LI_FORCE_SLAB=1 (without it they run, and pass, on the fused
                                         kernel).
 
 Axes of the grid: fp16/bf16; causal or not; compress_ratio 1/4; packed documents (empty ones, rows past
@@ -285,7 +285,7 @@ def grid():
     # NOTE: a row with more candidates than a topk beyond the fused limit (17632 at D 128, H 64) needs
     # T > topk, so such "sel" cases write over 1.2 GB of indices and take minutes of CPU reference each;
     # the file keeps the cases up to GRID_MAX_OUT_BYTES. The slab selection over long rows is validated by
-    # running the regular grid with ATTNJIT_LI_FORCE_SLAB=1 (tools/scripts/gpu_suite.sh does).
+    # running the regular grid with ATTNJIT_TUNE_LI_FORCE_SLAB=1 (tools/scripts/gpu_suite.sh does).
     specs = [sp for sp in specs if sp[2].out_bytes <= GRID_MAX_OUT_BYTES]
     cases = []
     for i, (kind, dtype, shape, wkind, det, strided) in enumerate(specs):
@@ -296,7 +296,7 @@ def grid():
 
 
 def small():
-    """compute-sanitizer set. The "forced" cases need ATTNJIT_LI_FORCE_SLAB=1 to run on the slab path."""
+    """compute-sanitizer set. The "forced" cases need ATTNJIT_TUNE_LI_FORCE_SLAB=1 to run on the slab path."""
     rng = random.Random(SEED + 1)
     specs = [  # name, dtype, Shape, wkind, det, strided
         ("natural", "bf16", Shape(1, 1, 1, 8, 70000, False, 1, None, 0), "mixed", False, False),

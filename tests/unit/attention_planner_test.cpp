@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/dense/attention_kernel.hpp"
+#include "ops/attention/attention_kernel.hpp"
 
 #include "attnjit/runtime.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -29,7 +29,7 @@ using test::options_in;
 // test::options_in with the gqa_fwd tile override.
 attnjit::RuntimeOptions options_in(const test::TempDir& dir, const std::string& tile) {
   attnjit::RuntimeOptions o = test::options_in(dir);
-  o.gqa_tile = tile;
+  o.tune["gqa_tile"] = tile;
   return o;
 }
 
@@ -127,7 +127,7 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                        doctest::Contains("mha_decode_paged: param: page_size:"), attnjit::InvalidArgument);
 }
 
-TEST_CASE("attention planner: the ATTNJIT_GQA_TILE override and the backend rules") {
+TEST_CASE("attention planner: the ATTNJIT_TUNE_GQA_TILE override and the backend rules") {
   test::TempDir dir("planner");
   attnjit::Runtime tuned(options_in(dir, "128x64x4"));
   CHECK(selected(tuned, "gqa_fwd", {{"backend", "portable"}}, dense_args(128)) ==
@@ -135,7 +135,7 @@ TEST_CASE("attention planner: the ATTNJIT_GQA_TILE override and the backend rule
   // 32 rows per warp would not fit D = 256's accumulators: refused, naming the override.
   attnjit::Runtime bad(options_in(dir, "128x32x4"));
   CHECK_THROWS_WITH_AS(selected(bad, "gqa_fwd", {{"backend", "portable"}}, dense_args(256)),
-                       doctest::Contains("ATTNJIT_GQA_TILE"), attnjit::InvalidArgument);
+                       doctest::Contains("ATTNJIT_TUNE_GQA_TILE"), attnjit::InvalidArgument);
   attnjit::Runtime junk(options_in(dir, "big"));
   CHECK_THROWS_AS(selected(junk, "gqa_fwd", {{"backend", "portable"}}, dense_args(64)), attnjit::InvalidArgument);
 
@@ -186,7 +186,7 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
                        doctest::Contains("RoPE"), attnjit::Unsupported);
 }
 
-TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE override") {
+TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_TUNE_DECODE_TILE override") {
   using attnjit::ops::choose_splits;
   // B = 1, H_kv = 8, a 128k context on 132 SMs of 3 CTAs: one full wave (392 of 396 slots).
   CHECK(choose_splits(8, 131072, 64, 132, 3, 0) == 49);
@@ -201,7 +201,7 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE
 
   test::TempDir dir("planner");
   attnjit::RuntimeOptions o = options_in(dir);
-  o.decode_tile = "128x2";
+  o.tune["decode_tile"] = "128x2";
   attnjit::Runtime tuned(o);
   TensorArgs mha{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 1, 4, 64}, kGpu)},
                  {"k", TensorRef::contiguous(fake_addr(1), DType::kBF16, {64, 4, 64}, kGpu)},
@@ -211,10 +211,10 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_DECODE_TILE
                  {"o", TensorRef::contiguous(fake_addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
   CHECK(selected_all(tuned, "mha_decode_paged", {{"page_size", 16}}, mha)[1] ==
         "mha_decode_paged.portable.bf16.d64.bm16.bn128.w2.split.sm_90a");
-  o.decode_tile = "48x1";
+  o.tune["decode_tile"] = "48x1";
   attnjit::Runtime bad(o);
   CHECK_THROWS_WITH_AS(selected_all(bad, "mha_decode_paged", {{"page_size", 16}}, mha),
-                       doctest::Contains("ATTNJIT_DECODE_TILE"), attnjit::InvalidArgument);
+                       doctest::Contains("ATTNJIT_TUNE_DECODE_TILE"), attnjit::InvalidArgument);
 }
 
 TEST_CASE("attention planner: gqa_prefill_paged_append kernels and construction rules") {

@@ -12,7 +12,7 @@
 #include "attnjit/runtime.hpp"
 #include "indexer/fp8_lightning_indexer_params.cuh"
 #include "ops/indexer/fp8_reference.hpp"
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_util.hpp"
 

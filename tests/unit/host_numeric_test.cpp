@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace {
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "attnjit/runtime.hpp"
+#include "ops/base/tuning.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -31,10 +32,12 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(o.lineinfo == false);
   CHECK(o.log_level == "warn");
   CHECK(o.arch.empty());
-  CHECK(o.gqa_tile.empty());
-  CHECK(o.decode_tile.empty());
-  CHECK(o.decode_splits == 0);
-  CHECK(o.li_force_slab == false);
+  CHECK(o.tune == nlohmann::json::object());
+  const auto t = attnjit::ops::Tuning::read(o.tune);
+  CHECK(t.gqa_tile.empty());
+  CHECK(t.decode_tile.empty());
+  CHECK(t.decode_splits == 0);
+  CHECK(t.li_force_slab == false);
   CHECK(d.cache_max_bytes == o.cache_max_bytes);
 }
 
@@ -101,22 +104,26 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     env.set("ATTNJIT_ARCH", "sm_80");
     CHECK(RuntimeOptions::from_env().arch == "sm_80");
   }
-  SUBCASE("ATTNJIT_GQA_TILE, ATTNJIT_DECODE_TILE") {
-    env.set("ATTNJIT_GQA_TILE", "128x64x4");
-    env.set("ATTNJIT_DECODE_TILE", "128x8");
-    CHECK(RuntimeOptions::from_env().gqa_tile == "128x64x4");
-    CHECK(RuntimeOptions::from_env().decode_tile == "128x8");
+  SUBCASE("ATTNJIT_TUNE_GQA_TILE, ATTNJIT_TUNE_DECODE_TILE") {
+    env.set("ATTNJIT_TUNE_GQA_TILE", "128x64x4");
+    env.set("ATTNJIT_TUNE_DECODE_TILE", "128x8");
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_tile == "128x64x4");
+    CHECK(attnjit::ops::Tuning::read(nullptr).decode_tile == "128x8");
+    // the options' "tune" object goes over the environment
+    CHECK(attnjit::ops::Tuning::read({{"gqa_tile", "64x32x4"}}).gqa_tile == "64x32x4");
+    CHECK(attnjit::ops::Tuning::read({{"gqa_tile", "64x32x4"}}).decode_tile == "128x8");
   }
-  SUBCASE("ATTNJIT_DECODE_SPLITS") {
-    env.set("ATTNJIT_DECODE_SPLITS", "96");
-    CHECK(RuntimeOptions::from_env().decode_splits == 96);
+  SUBCASE("ATTNJIT_TUNE_DECODE_SPLITS") {
+    env.set("ATTNJIT_TUNE_DECODE_SPLITS", "96");
+    CHECK(attnjit::ops::Tuning::read(nullptr).decode_splits == 96);
   }
-  SUBCASE("ATTNJIT_LI_FORCE_SLAB") {
-    env.set("ATTNJIT_LI_FORCE_SLAB", "1");
-    CHECK(RuntimeOptions::from_env().li_force_slab);
-    env.set("ATTNJIT_LI_FORCE_SLAB", "0");
-    CHECK(!RuntimeOptions::from_env().li_force_slab);
-    CHECK(RuntimeOptions::from_json({{"li_force_slab", true}}, RuntimeOptions::from_env()).li_force_slab);
+  SUBCASE("ATTNJIT_TUNE_LI_FORCE_SLAB") {
+    env.set("ATTNJIT_TUNE_LI_FORCE_SLAB", "1");
+    CHECK(attnjit::ops::Tuning::read(nullptr).li_force_slab);
+    env.set("ATTNJIT_TUNE_LI_FORCE_SLAB", "0");
+    CHECK(!attnjit::ops::Tuning::read(nullptr).li_force_slab);
+    const auto o = RuntimeOptions::from_json({{"tune", {{"li_force_slab", true}}}}, RuntimeOptions::from_env());
+    CHECK(attnjit::ops::Tuning::read(o.tune).li_force_slab);
   }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
@@ -137,13 +144,15 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("disable: not a boolean") { var = "ATTNJIT_CACHE_DISABLE", value = "2"; }
   SUBCASE("no-JIT: not a boolean") { var = "ATTNJIT_NO_JIT", value = "TRUEISH"; }
   SUBCASE("lineinfo: not a boolean") { var = "ATTNJIT_LINEINFO", value = "y"; }
-  SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_LI_FORCE_SLAB", value = "yes please"; }
-  SUBCASE("decode splits: not a count") { var = "ATTNJIT_DECODE_SPLITS", value = "-3"; }
+  SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_TUNE_LI_FORCE_SLAB", value = "yes please"; }
+  SUBCASE("decode splits: not a count") { var = "ATTNJIT_TUNE_DECODE_SPLITS", value = "-3"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);
   try {
-    RuntimeOptions::from_env();
+    // the tuning variables are read where the runtime is created (ops/base/tuning.cpp)
+    if (var.rfind("ATTNJIT_TUNE_", 0) == 0) attnjit::ops::Tuning::read(nullptr);
+    else RuntimeOptions::from_env();
     FAIL("from_env accepted a bad value");
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(test::contains(e.what(), var));
@@ -189,8 +198,10 @@ TEST_CASE("options: from_json applies known keys and rejects unknown keys and wr
     CHECK(test::contains(e.what(), "cache_max_bytes"));
   }
   CHECK_THROWS_AS(RuntimeOptions::from_json({{"no_jit", 1}}, base), attnjit::InvalidArgument);
-  CHECK(RuntimeOptions::from_json({{"decode_splits", 64}}, base).decode_splits == 64);
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"decode_splits", -1}}, base), attnjit::InvalidArgument);
+  CHECK(RuntimeOptions::from_json({{"tune", {{"decode_splits", 64}}}}, base).tune["decode_splits"] == 64);
+  CHECK_THROWS_AS(RuntimeOptions::from_json({{"tune", {{"decode_splits", -1}}}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(RuntimeOptions::from_json({{"tune", {{"decode_split", 4}}}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(RuntimeOptions::from_json({{"decode_splits", 64}}, base), attnjit::InvalidArgument);
   CHECK_THROWS_AS(RuntimeOptions::from_json(nlohmann::json::array({1, 2}), base), attnjit::InvalidArgument);
   CHECK_THROWS_AS(RuntimeOptions::from_json("cache_dir", base), attnjit::InvalidArgument);
 }

@@ -10,7 +10,7 @@
 
 #include "attnjit/runtime.hpp"
 #include "jit/cuda_driver.hpp"
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_util.hpp"
 

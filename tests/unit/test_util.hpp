@@ -19,7 +19,7 @@
 
 #include "attnjit/runtime.hpp"
 #include "jit/kernel_spec.hpp"
-#include "runtime/op_registry.hpp"
+#include "ops/registry.hpp"
 
 namespace attnjit::test {
 
@@ -98,8 +98,8 @@ inline const std::vector<std::string>& attnjit_env_names() {
   static const std::vector<std::string> names = {
       "ATTNJIT_CACHE_DIR",       "ATTNJIT_CACHE_READONLY", "ATTNJIT_CACHE_DISABLE", "ATTNJIT_CACHE_MAX_BYTES",
       "ATTNJIT_LOCK_DIR",        "ATTNJIT_LOCK_TIMEOUT_MS", "ATTNJIT_NO_JIT",       "ATTNJIT_DUMP_SOURCES",
-      "ATTNJIT_LINEINFO",        "ATTNJIT_LOG_LEVEL",       "ATTNJIT_ARCH",         "ATTNJIT_GQA_TILE",
-      "ATTNJIT_DECODE_TILE",     "ATTNJIT_DECODE_SPLITS",   "ATTNJIT_LI_FORCE_SLAB", "XDG_CACHE_HOME",
+      "ATTNJIT_LINEINFO",        "ATTNJIT_LOG_LEVEL",       "ATTNJIT_ARCH",         "ATTNJIT_TUNE_GQA_TILE",
+      "ATTNJIT_TUNE_DECODE_TILE", "ATTNJIT_TUNE_DECODE_SPLITS", "ATTNJIT_TUNE_LI_FORCE_SLAB", "XDG_CACHE_HOME",
       "HOME"};
   return names;
 }

@@ -23,7 +23,7 @@
 #include "bench_util.hpp"
 #include "device_buffer.hpp"
 #include "jit/cuda_driver.hpp"
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::cli {
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::cli {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::cli {
 

@@ -13,15 +13,18 @@
 #include "bsa/bsa_bwd_params.cuh"
 #include "hopper/bsa_bwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
+#include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
-#include "ops/dense/attention_kernel.hpp"  // tma_gap, encode_tma_rows
+#include "ops/attention/attention_kernel.hpp"  // tma_gap, encode_tma_rows
 #include "ops/bsa/reference_bwd.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/validation.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/validation.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops {
 
@@ -172,8 +175,7 @@ BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch, bo
 }
 
 void check_portable(const std::string& arch) {
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+  require_portable_arch(kOp, arch);
 }
 
 // Why q, do, k and v cannot be the hopper kernel's TMA sources ("" when they can): 16-byte aligned bases,
@@ -191,7 +193,7 @@ std::string hopper_tma_gap(const BwdCall& call) {
 
 // Why the hopper main kernel cannot serve a call ("" when it can): sm_90a and TMA-able tensors.
 std::string hopper_gap(const BwdCall& call, const std::string& arch) {
-  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   return hopper_tma_gap(call);
 }
 
@@ -214,11 +216,7 @@ void encode_dq_acc_map(unsigned long long (&map)[16], const float* dq_acc, int64
 // backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
 // the call, the portable kernel elsewhere.
 bool use_hopper(detail::Backend backend, const BwdCall& call, const std::string& arch) {
-  if (backend == detail::Backend::kPortable) return false;
-  const std::string gap = hopper_gap(call, arch);
-  if (backend == detail::Backend::kHopper && !gap.empty())
-    throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
-  return gap.empty();
+  return pick_hopper(kOp, backend, [&] { return hopper_gap(call, arch); }, [] { return true; });
 }
 
 // Workspace sections (bytes from the base, each 256-aligned) for a call's shapes.
@@ -280,7 +278,7 @@ class KernelPlan final : public detail::PlanImpl {
                                     kOp, c.B, c.H_q, c.N_q, c.K_max));
     if (hopper_)
       if (const std::string gap = hopper_tma_gap(call); !gap.empty())
-        throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+        throw_hopper_gap(kOp, gap);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(device_.index);
     if (cfg_.validate_inputs) bsa::BsaMetadataHost::load(kOp, c, stream).check_contents(kOp, /*allow_zero_counts=*/true);
@@ -343,17 +341,15 @@ class KernelPlan final : public detail::PlanImpl {
   }
   static void launch_args(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
                           CUstream stream, void** args) {
-    CUlaunchConfig lc{};
-    lc.gridDimX = gx;
-    lc.gridDimY = gy;
-    lc.gridDimZ = gz;
-    lc.blockDimX = threads;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = static_cast<unsigned>(smem);
-    lc.hStream = stream;
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
-              fmt::format("{}: cuLaunchKernelEx({})", kOp, k.compiled->spec.name).c_str());
+    Launch lc;
+    lc.grid_x = gx;
+    lc.grid_y = gy;
+    lc.grid_z = gz;
+    lc.threads = threads;
+    lc.smem_bytes = static_cast<unsigned>(smem);
+    lc.stream = stream;
+    launch_kernel(k.function, lc, args,
+              fmt::format("{}: cuLaunchKernelEx({})", kOp, k.compiled->spec.name));
   }
 
   kernels::BsaBwdParams params(const BwdCall& call, const WorkspaceLayout& w, CUdeviceptr ws) const {
@@ -437,8 +433,8 @@ class KernelPlan final : public detail::PlanImpl {
 
 class BsaBwdOp final : public detail::OpInstance {
  public:
-  BsaBwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : BsaBwdOp(rt, detail::ConfigReader(kOp, config, config_keys())) {}
+  BsaBwdOp(OpContext& ctx, const nlohmann::json& config)
+      : BsaBwdOp(ctx, detail::ConfigReader(kOp, config, config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
@@ -454,7 +450,7 @@ class BsaBwdOp final : public detail::OpInstance {
     if (impl_ == detail::Impl::kReference) return "reference";
     // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
     const bool hopper = backend_ == detail::Backend::kAuto &&
-                        use_hopper(backend_, call, rt_.arch_for_device(call.base.device.index));
+                        use_hopper(backend_, call, ctx_.arch_for_device(call.base.device.index));
     return fmt::format("{}.{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index, hopper);
   }
 
@@ -468,17 +464,17 @@ class BsaBwdOp final : public detail::OpInstance {
       });
     const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const BsaCall& c = call.base;
-    const std::string arch = rt_.arch_for_device(c.device.index);
+    const std::string arch = ctx_.arch_for_device(c.device.index);
     const bool hopper = use_hopper(backend_, call, arch);
     if (!hopper) check_portable(arch);
     const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
     const int dev = c.device.index;
     KernelPlan::Loaded k;
-    k.prep = rt_.kernels().loaded(specs.prep, dev);
-    k.route = rt_.kernels().loaded(specs.route, dev);
-    k.scan = rt_.kernels().loaded(specs.scan, dev);
-    k.main = rt_.kernels().loaded(specs.main, dev);
-    k.dq = rt_.kernels().loaded(specs.dq, dev);
+    k.prep = ctx_.kernels().loaded(specs.prep, dev);
+    k.route = ctx_.kernels().loaded(specs.route, dev);
+    k.scan = ctx_.kernels().loaded(specs.scan, dev);
+    k.main = ctx_.kernels().loaded(specs.main, dev);
+    k.dq = ctx_.kernels().loaded(specs.dq, dev);
     const int smem = hopper ? kernels::BsaBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
                             : kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
                                                           kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
@@ -487,8 +483,8 @@ class BsaBwdOp final : public detail::OpInstance {
   }
 
  private:
-  BsaBwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  BsaBwdOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
   BwdConfig cfg_;
 };
 
@@ -515,10 +511,13 @@ OpDefinition bsa_bwd_definition() {
           }
         }
         specs.push_back(k.main);
-        if (arch == "sm_90a") specs.push_back(ops::kernel_specs(dt, 128, bs, arch, /*hopper=*/true).main);
+        if (ops::has_hopper_kernels(arch)) specs.push_back(ops::kernel_specs(dt, 128, bs, arch, /*hopper=*/true).main);
       }
     return specs;
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kBsaBwdRegistrar{100, &bsa_bwd_definition};
 
 }  // namespace attnjit::detail

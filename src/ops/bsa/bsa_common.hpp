@@ -49,9 +49,9 @@
 #include <vector>
 
 #include "attnjit/tensor.hpp"
-#include "runtime/host_copy.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/validation.hpp"
+#include "ops/base/host_copy.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/validation.hpp"
 
 namespace attnjit::ops::bsa {
 

@@ -10,14 +10,17 @@
 #include "bsa/bsa_fp8_fwd_params.cuh"
 #include "hopper/bsa_fp8_fwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
+#include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/bsa_fwd_kernel.hpp"
 #include "ops/bsa/reference_fwd.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops::bsa {
 
@@ -125,10 +128,8 @@ std::vector<jit::KernelSpec> specs_for(bool hopper, bool has_nums, int bsz_rank,
 // workspace, so no call can fall outside what it serves), 'hopper' takes it or fails naming why, 'portable'
 // never does.
 bool use_hopper(detail::Backend backend, const std::string& arch) {
-  if (backend != detail::Backend::kPortable && arch == "sm_90a") return true;
-  if (backend == detail::Backend::kHopper)
-    throw Unsupported(
-        fmt::format("{}: unsupported: backend 'hopper': it needs sm_90a (FP8 wgmma, TMA), the device is {}", kFp8Op, arch));
+  if (pick_hopper(kFp8Op, backend, [&] { return hopper_arch_gap(arch, "FP8 wgmma, TMA"); }, [] { return true; }))
+    return true;
   check_bsa_backend(kFp8Op, detail::Backend::kPortable, arch);
   return false;
 }
@@ -192,17 +193,17 @@ void check_sizes(const BsaCall& in) {
 
 class KernelPlan final : public detail::PlanImpl {
  public:
-  KernelPlan(detail::RuntimeImpl& rt, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch, bool hopper)
+  KernelPlan(OpContext& ctx, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch, bool hopper)
       : cfg_(cfg),
         hopper_(hopper),
         has_nums_(call.in.nums != nullptr),
         bsz_rank_(call.in.block_sizes_rank),
         device_(call.in.device.index),
-        sm_count_(rt.sm_count(call.in.device.index)),
+        sm_count_(ctx.sm_count(call.in.device.index)),
         ws_(kFp8Op, call.in.device.index) {
     for (size_t i = 0; i < std::size(kPrepass); ++i)
-      prepass_[i] = rt.kernels().loaded(prepass_spec(prepass_name(i, hopper_), arch), device_);
-    attention_ = rt.kernels().loaded(attention_spec(hopper_, has_nums_, bsz_rank_, arch), device_);
+      prepass_[i] = ctx.kernels().loaded(prepass_spec(prepass_name(i, hopper_), arch), device_);
+    attention_ = ctx.kernels().loaded(attention_spec(hopper_, has_nums_, bsz_rank_, arch), device_);
     require_dynamic_smem(kFp8Op, *attention_, attention_->compiled->spec,
                          hopper_ ? kernels::kBsa8HopperSmemBytes : kAttnSmemBytes);
   }
@@ -300,19 +301,17 @@ class KernelPlan final : public detail::PlanImpl {
   }
   void launch_raw(int which, Grid grid, unsigned threads, unsigned smem, void* params, void* stream) const {
     const jit::LoadedKernel& k = which < 5 ? *prepass_[static_cast<size_t>(which)] : *attention_;
-    CUlaunchConfig lc{};
-    lc.gridDimX = grid.x;
-    lc.gridDimY = grid.y;
-    lc.gridDimZ = grid.z;
-    lc.blockDimX = threads;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = smem;
-    lc.hStream = static_cast<CUstream>(stream);
+    Launch lc;
+    lc.grid_x = grid.x;
+    lc.grid_y = grid.y;
+    lc.grid_z = grid.z;
+    lc.threads = threads;
+    lc.smem_bytes = smem;
+    lc.stream = stream;
     void* args[] = {params};
-    const auto& drv = jit::CudaDriver::get();
-    drv.check(drv.cuLaunchKernelEx(&lc, k.function, args, nullptr),
+    launch_kernel(k.function, lc, args,
               fmt::format("{}: {} launch", kFp8Op, which < 5 ? prepass_name(static_cast<size_t>(which), hopper_) : "attention")
-                  .c_str());
+                  );
   }
 
   Fp8Config cfg_;
@@ -328,8 +327,8 @@ class KernelPlan final : public detail::PlanImpl {
 
 class BsaFp8FwdOp final : public detail::OpInstance {
  public:
-  BsaFp8FwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : BsaFp8FwdOp(rt, detail::ConfigReader(kFp8Op, config, fp8_config_keys())) {}
+  BsaFp8FwdOp(OpContext& ctx, const nlohmann::json& config)
+      : BsaFp8FwdOp(ctx, detail::ConfigReader(kFp8Op, config, fp8_config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
@@ -352,13 +351,13 @@ class BsaFp8FwdOp final : public detail::OpInstance {
         reference::bsa_fp8_forward(call.in, md, *call.o);
       });
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
-    const std::string arch = rt_.arch_for_device(call.in.device.index);
-    return std::make_shared<KernelPlan>(rt_, cfg_, call, arch, use_hopper(backend_, arch));
+    const std::string arch = ctx_.arch_for_device(call.in.device.index);
+    return std::make_shared<KernelPlan>(ctx_, cfg_, call, arch, use_hopper(backend_, arch));
   }
 
  private:
-  BsaFp8FwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kFp8Op, r.impl(), r.backend()), cfg_(parse_fp8_config(r)) {}
+  BsaFp8FwdOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kFp8Op, r.impl(), r.backend()), cfg_(parse_fp8_config(r)) {}
   Fp8Config cfg_;
 };
 
@@ -375,7 +374,7 @@ OpDefinition bsa_fp8_fwd_definition() {
     // fixed counts with rank-1 block_sizes: portable everywhere, and hopper on sm_90a ('auto' there).
     std::vector<jit::KernelSpec> specs = specs_for(false, false, 0, arch);
     for (const bool hopper : {false, true}) {
-      if (hopper && arch != "sm_90a") continue;
+      if (hopper && !ops::has_hopper_kernels(arch)) continue;
       if (hopper) {
         specs.push_back(prepass_spec(prepass_name(4, true), arch));  // quant_v16
         specs.push_back(attention_spec(true, false, 0, arch));
@@ -386,5 +385,8 @@ OpDefinition bsa_fp8_fwd_definition() {
     return specs;
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kBsaFp8FwdRegistrar{120, &bsa_fp8_fwd_definition};
 
 }  // namespace attnjit::detail

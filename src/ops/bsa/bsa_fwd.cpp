@@ -8,14 +8,16 @@
 
 #include "bsa/bsa_fwd_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
+#include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/bsa_fwd_kernel.hpp"
 #include "ops/bsa/reference_fwd.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops::bsa {
 
@@ -139,18 +141,18 @@ std::vector<jit::KernelSpec> specs_for(const BsaFwdConfig& cfg, const BsaCall& i
 
 class KernelPlan final : public detail::PlanImpl {
  public:
-  KernelPlan(detail::RuntimeImpl& rt, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
-      : cfg_(cfg), sm_count_(rt.sm_count(call.in.device.index)), ws_(kOp, call.in.device.index) {
+  KernelPlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
+      : cfg_(cfg), sm_count_(ctx.sm_count(call.in.device.index)), ws_(kOp, call.in.device.index) {
     const BsaCall& in = call.in;
     sig_ = {in.dtype, in.D, in.D_v, in.nums != nullptr, in.block_sizes_rank, in.device.index};
     if (cfg.kv_splits == 1 || cfg.kv_splits == kAutoSplits) {
       single_ = choose(in, false, arch);
-      single_kernel_ = load_bsa_fwd_kernel(rt, single_, in.device.index);
+      single_kernel_ = load_bsa_fwd_kernel(ctx, single_, in.device.index);
     }
     if (cfg.kv_splits != 1) {
       split_ = choose(in, true, arch);
-      split_kernel_ = load_bsa_fwd_kernel(rt, split_, in.device.index);
-      combine_kernel_ = rt.kernels().loaded(bsa_combine_kernel_spec(in.dtype, static_cast<int>(in.D_v), arch),
+      split_kernel_ = load_bsa_fwd_kernel(ctx, split_, in.device.index);
+      combine_kernel_ = ctx.kernels().loaded(bsa_combine_kernel_spec(in.dtype, static_cast<int>(in.D_v), arch),
                                             in.device.index);
     }
   }
@@ -220,9 +222,9 @@ class KernelPlan final : public detail::PlanImpl {
 // The hopper backend's plan: one kernel, no split, K/V tensor maps encoded per call.
 class HopperPlan final : public detail::PlanImpl {
  public:
-  HopperPlan(detail::RuntimeImpl& rt, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
+  HopperPlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
       : cfg_(cfg), choice_(choose_bsa_hopper(call.in, arch)),
-        kernel_(load_bsa_fwd_hopper_kernel(rt, choice_, call.in.device.index)), device_(call.in.device.index) {}
+        kernel_(load_bsa_fwd_hopper_kernel(ctx, choice_, call.in.device.index)), device_(call.in.device.index) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
@@ -234,7 +236,7 @@ class HopperPlan final : public detail::PlanImpl {
                                         "signature", kOp, kernel_->compiled->spec.describe(), dtype_name(in.dtype), in.D,
                                         in.D_v, in.bs, in.nums ? "variable" : "fixed", in.block_sizes_rank, in.device.index));
     if (const std::string gap = bsa_hopper_tma_gap(in); !gap.empty())
-      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+      throw_hopper_gap(kOp, gap);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(in.device.index);
     if (cfg_.validate_inputs) BsaMetadataHost::load(kOp, in, stream).check_contents(kOp, cfg_.allow_empty);
@@ -252,8 +254,8 @@ class HopperPlan final : public detail::PlanImpl {
 
 class BsaFwdOp final : public detail::OpInstance {
  public:
-  BsaFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : BsaFwdOp(rt, detail::ConfigReader(kOp, config, config_keys())) {}
+  BsaFwdOp(OpContext& ctx, const nlohmann::json& config)
+      : BsaFwdOp(ctx, detail::ConfigReader(kOp, config, config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
@@ -268,7 +270,7 @@ class BsaFwdOp final : public detail::OpInstance {
     if (impl_ == detail::Impl::kReference) return "reference";
     const BsaCall& in = call.in;
     // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(in, rt_.arch_for_device(in.device.index));
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(in, ctx_.arch_for_device(in.device.index));
     return fmt::format("{}.{}.{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v, in.nums != nullptr,
                        in.block_sizes_rank, in.device.index, in.bs, hopper);
   }
@@ -282,26 +284,22 @@ class BsaFwdOp final : public detail::OpInstance {
         reference::bsa_forward(call.in, md, *call.o, call.lse);
       });
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
-    const std::string arch = rt_.arch_for_device(call.in.device.index);
-    if (use_hopper(call.in, arch)) return std::make_shared<HopperPlan>(rt_, cfg_, call, arch);
+    const std::string arch = ctx_.arch_for_device(call.in.device.index);
+    if (use_hopper(call.in, arch)) return std::make_shared<HopperPlan>(ctx_, cfg_, call, arch);
     check_bsa_backend(kOp, backend_, arch);
-    return std::make_shared<KernelPlan>(rt_, cfg_, call, arch);
+    return std::make_shared<KernelPlan>(ctx_, cfg_, call, arch);
   }
 
  private:
-  BsaFwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  BsaFwdOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
   // backend 'hopper' takes the hopper kernel or fails naming why; 'auto' takes it wherever it serves the
   // call (kv_splits 1 or "auto", which then means one CTA per query block) and the portable kernel
   // elsewhere.
   bool use_hopper(const BsaCall& in, const std::string& arch) const {
-    if (backend_ == detail::Backend::kPortable) return false;
-    const std::string gap = bsa_hopper_gap(in, cfg_.kv_splits != 1 && cfg_.kv_splits != kAutoSplits, arch);
-    if (backend_ == detail::Backend::kHopper) {
-      if (!gap.empty()) throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
-      return true;
-    }
-    return gap.empty() && bsa_hopper_tma_gap(in).empty();
+    return pick_hopper(
+        kOp, backend_, [&] { return bsa_hopper_gap(in, cfg_.kv_splits != 1 && cfg_.kv_splits != kAutoSplits, arch); },
+        [&] { return bsa_hopper_tma_gap(in).empty(); });
   }
   BsaFwdConfig cfg_;
 };
@@ -330,7 +328,7 @@ OpDefinition bsa_fwd_definition() {
     specs.push_back(bsa_combine_kernel_spec(DType::kBF16, 128, arch));
     // The hopper kernels where the target has them: fp16/bf16, D 64 and 128, both block sizes, fixed and
     // variable counts.
-    if (arch == "sm_90a")
+    if (ops::has_hopper_kernels(arch))
       for (DType dt : {DType::kF16, DType::kBF16})
         for (int D : {64, 128})
           for (int bs : {64, 128})
@@ -346,5 +344,8 @@ OpDefinition bsa_fwd_definition() {
     return specs;
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kBsaFwdRegistrar{110, &bsa_fwd_definition};
 
 }  // namespace attnjit::detail

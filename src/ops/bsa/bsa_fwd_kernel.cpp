@@ -6,10 +6,12 @@
 #include <tuple>
 
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
+#include "ops/base/context.hpp"
 
 namespace attnjit::ops::bsa {
 
@@ -80,12 +82,11 @@ void check_bsa_backend(const char* op, detail::Backend backend, const std::strin
   if (backend == detail::Backend::kHopper)
     throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built for this op; use backend 'auto' or "
                                   "'portable'", op));
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
+  require_portable_arch(op, arch);
 }
 
 std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch) {
-  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   if (in.D != in.D_v || (in.D != 64 && in.D != 128))
     return fmt::format("it serves D = D_v in {{64, 128}}, got D {} and D_v {}", in.D, in.D_v);
   if (split_requested) return "kv_splits > 1 is not built into it (one CTA takes a whole query block)";
@@ -129,9 +130,9 @@ jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
   return s;
 }
 
-std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(detail::RuntimeImpl& rt, const BsaHopperChoice& k,
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(OpContext& ctx, const BsaHopperChoice& k,
                                                                     int device) {
-  auto kernel = rt.kernels().loaded(bsa_fwd_hopper_spec(k), device);
+  auto kernel = ctx.kernels().loaded(bsa_fwd_hopper_spec(k), device);
   require_dynamic_smem("bsa_fwd", *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
 }
@@ -147,22 +148,20 @@ void launch_bsa_fwd_hopper(const char* op, const jit::LoadedKernel& kernel, cons
   hp.p = p;
   encode_tma_rows(op, "k", hp.k_map, k.dtype, in.k->data, k.D, in.H_kv, in.S_kv, in.B, in.k_st.h, in.k_st.s, in.k_st.b, k.bs);
   encode_tma_rows(op, "v", hp.v_map, k.dtype, in.v->data, k.D, in.H_kv, in.S_kv, in.B, in.v_st.h, in.v_st.s, in.v_st.b, k.bs);
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>(in.N_q);
-  lc.gridDimY = static_cast<unsigned>(in.H_q);
-  lc.gridDimZ = static_cast<unsigned>(in.B);
-  lc.blockDimX = static_cast<unsigned>(k.threads());
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
-  lc.hStream = static_cast<CUstream>(stream);
+  Launch lc;
+  lc.grid_x = static_cast<unsigned>(in.N_q);
+  lc.grid_y = static_cast<unsigned>(in.H_q);
+  lc.grid_z = static_cast<unsigned>(in.B);
+  lc.threads = static_cast<unsigned>(k.threads());
+  lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
+  lc.stream = stream;
   void* args[] = {&hp};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: cuLaunchKernelEx", op));
 }
 
-std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(OpContext& ctx, const BsaFwdKernelChoice& k,
                                                              int device) {
-  auto kernel = rt.kernels().loaded(bsa_fwd_kernel_spec(k), device);
+  auto kernel = ctx.kernels().loaded(bsa_fwd_kernel_spec(k), device);
   require_dynamic_smem("bsa_fwd", *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
 }
@@ -184,33 +183,28 @@ void launch_bsa_fwd(const char* op, const jit::LoadedKernel& kernel, const BsaFw
     throw Unsupported(fmt::format("{}: B = {} and H_q = {} must be at most 65535 for this kernel's grid", op, in.B, in.H_q));
   if (in.S_q > std::numeric_limits<int>::max() / 2 || in.S_kv > std::numeric_limits<int>::max() / 2)
     throw Unsupported(fmt::format("{}: sequence lengths beyond 2^30 are not served (S_q {}, S_kv {})", op, in.S_q, in.S_kv));
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>(in.N_q * splits);
-  lc.gridDimY = static_cast<unsigned>(in.H_q);
-  lc.gridDimZ = static_cast<unsigned>(in.B);
-  lc.blockDimX = k.warps * 32;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
-  lc.hStream = static_cast<CUstream>(stream);
+  Launch lc;
+  lc.grid_x = static_cast<unsigned>(in.N_q * splits);
+  lc.grid_y = static_cast<unsigned>(in.H_q);
+  lc.grid_z = static_cast<unsigned>(in.B);
+  lc.threads = k.warps * 32;
+  lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
+  lc.stream = stream;
   kernels::BsaFwdParams params = p;
   void* args[] = {&params};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: cuLaunchKernelEx", op));
 }
 
 void launch_bsa_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::BsaFwdParams& p, size_t rows,
                         void* stream) {
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>((rows + 3) / 4);
-  lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = 128;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = 0;
-  lc.hStream = static_cast<CUstream>(stream);
+  Launch lc;
+  lc.grid_x = static_cast<unsigned>((rows + 3) / 4);
+  lc.threads = 128;
+  lc.smem_bytes = 0;
+  lc.stream = stream;
   kernels::BsaFwdParams params = p;
   void* args[] = {&params};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: combine cuLaunchKernelEx", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: combine cuLaunchKernelEx", op));
 }
 
 }  // namespace attnjit::ops::bsa

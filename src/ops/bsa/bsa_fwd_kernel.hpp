@@ -11,11 +11,7 @@
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/bsa/bsa_common.hpp"
-#include "runtime/op_registry.hpp"
-
-namespace attnjit::detail {
-class RuntimeImpl;
-}
+#include "ops/base/op.hpp"
 
 namespace attnjit::ops::bsa {
 
@@ -57,13 +53,13 @@ std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::s
 std::string bsa_hopper_tma_gap(const BsaCall& in);
 BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch);
 jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k);
-std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(detail::RuntimeImpl& rt, const BsaHopperChoice& k,
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(OpContext& ctx, const BsaHopperChoice& k,
                                                                     int device);
 // Encodes the K and V maps and launches one CTA per (query block, query head, batch).
 void launch_bsa_fwd_hopper(const char* op, const jit::LoadedKernel& kernel, const BsaHopperChoice& k,
                            const kernels::BsaFwdParams& p, const BsaCall& in, void* stream);
 
-std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(detail::RuntimeImpl& rt, const BsaFwdKernelChoice& k,
+std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_kernel(OpContext& ctx, const BsaFwdKernelChoice& k,
                                                              int device);
 
 // The fields the bsa_fwd and bsa_fp8_fwd parameter structs share (kernels::BsaFwdParams,

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/dense/attention_math.hpp"
-#include "runtime/host_numeric.hpp"
+#include "ops/attention/attention_math.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 

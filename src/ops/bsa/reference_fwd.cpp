@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::bsa::reference {
 

@@ -8,14 +8,16 @@
 
 #include "dense/gqa_fwd_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
-#include "ops/dense/gqa_call.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
+#include "ops/attention/gqa_call.hpp"
 #include "ops/dense/reference.hpp"
-#include "runtime/host_copy.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "ops/base/host_copy.hpp"
+#include "ops/base/op.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/backend.hpp"
+#include "ops/base/context.hpp"
 
 namespace attnjit::ops {
 
@@ -391,7 +393,7 @@ class HopperKernelPlan final : public detail::PlanImpl {
                                         kernel_->compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
                                         call.sinks != nullptr, device_name(call.device)));
     if (const std::string gap = hopper_kv_gap(*call.k, *call.v, cfg_.varlen); !gap.empty())
-      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", cfg_.op_name(), gap));
+      throw_hopper_gap(cfg_.op_name(), gap);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
@@ -414,8 +416,8 @@ class HopperKernelPlan final : public detail::PlanImpl {
 
 class GqaFwdOp final : public detail::OpInstance {
  public:
-  GqaFwdOp(detail::RuntimeImpl& rt, bool varlen, const nlohmann::json& config)
-      : GqaFwdOp(rt, varlen, detail::ConfigReader(varlen ? "gqa_varlen_fwd" : "gqa_fwd", config, gqa_config_keys())) {}
+  GqaFwdOp(OpContext& ctx, bool varlen, const nlohmann::json& config)
+      : GqaFwdOp(ctx, varlen, detail::ConfigReader(varlen ? "gqa_varlen_fwd" : "gqa_fwd", config, gqa_config_keys())) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
@@ -429,7 +431,7 @@ class GqaFwdOp final : public detail::OpInstance {
     const GqaCall call = validate_gqa_call(cfg_, tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     // The backend 'auto' chooses per call (use_hopper), so the choice is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, rt_.arch_for_device(call.device.index));
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, ctx_.arch_for_device(call.device.index));
     return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.in_dtype), static_cast<int>(call.compute_dtype), call.D,
                        call.sinks != nullptr, call.device.index, hopper);
   }
@@ -442,34 +444,31 @@ class GqaFwdOp final : public detail::OpInstance {
         reference::gqa_forward(cfg, call);
       });
     const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    const std::string arch = rt_.arch_for_device(call.device.index);
+    const std::string arch = ctx_.arch_for_device(call.device.index);
     if (use_hopper(call, arch)) {
       HopperAttentionChoice choice = choose_hopper(call, arch);
-      auto kernel = load_hopper_attention_kernel(rt_, cfg_.op_name(), choice, call.device.index);
+      auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
       return std::make_shared<HopperKernelPlan>(cfg_, std::move(choice), std::move(kernel));
     }
     check_attention_backend(cfg_.op_name(), backend_, arch);
     AttentionKernelChoice choice = choose(call, arch);
-    auto kernel = load_attention_kernel(rt_, cfg_.op_name(), choice, call.device.index);
+    auto kernel = load_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
     return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
   }
 
  private:
-  GqaFwdOp(detail::RuntimeImpl& rt, bool varlen, const detail::ConfigReader& r)
-      : OpInstance(rt, varlen ? "gqa_varlen_fwd" : "gqa_fwd", r.impl(), r.backend()), cfg_(parse_gqa_config(varlen, r)) {}
+  GqaFwdOp(OpContext& ctx, bool varlen, const detail::ConfigReader& r)
+      : OpInstance(ctx, varlen ? "gqa_varlen_fwd" : "gqa_fwd", r.impl(), r.backend()), cfg_(parse_gqa_config(varlen, r)) {}
   // backend 'hopper' takes the hopper kernel or fails naming why; 'portable' takes the portable one;
   // 'auto' takes the hopper kernel wherever it serves the call (sm_90a, its dtypes and head dims, k/v
   // addressable by TMA) and the portable one otherwise.
   // NOTE: H200, 2026-11-30, B4 S4096 H32/8 D128 bf16: hopper 497 / 538 TFLOP/s causal / full against
   // the portable kernel's 318 / 337.
   bool use_hopper(const GqaCall& call, const std::string& arch) const {
-    if (backend_ == detail::Backend::kPortable) return false;
-    const std::string gap = hopper_attention_gap(cfg_, call.in_dtype, call.compute_dtype, call.D, arch);
-    if (backend_ == detail::Backend::kHopper) {
-      if (!gap.empty()) throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", cfg_.op_name(), gap));
-      return true;
-    }
-    return gap.empty() && hopper_kv_gap(*call.k, *call.v, cfg_.varlen).empty();
+    return pick_hopper(
+        cfg_.op_name(), backend_,
+        [&] { return hopper_attention_gap(cfg_, call.in_dtype, call.compute_dtype, call.D, arch); },
+        [&] { return hopper_kv_gap(*call.k, *call.v, cfg_.varlen).empty(); });
   }
   HopperAttentionChoice choose_hopper(const GqaCall& call, const std::string& arch) const {
     return choose_hopper_attention(cfg_, call.in_dtype, call.D, call.sinks != nullptr, arch);
@@ -477,7 +476,7 @@ class GqaFwdOp final : public detail::OpInstance {
   AttentionKernelChoice choose(const GqaCall& call, const std::string& arch) const {
     return choose_attention_kernel(cfg_.op_name(), cfg_, call.in_dtype, call.in_dtype, call.compute_dtype, call.D,
                                    cfg_.varlen, cfg_.varlen ? KvMode::kPacked : KvMode::kDense, call.sinks != nullptr,
-                                   arch, rt_.options().gqa_tile);
+                                   arch, ctx_.tuning().gqa_tile);
   }
   GqaConfig cfg_;
 };
@@ -520,5 +519,9 @@ OpDefinition gqa_varlen_fwd_definition() {
   return ops::op_definition<ops::GqaFwdOp>(
       "gqa_varlen_fwd", [](const std::string& arch) { return ops::default_matrix(true, arch); }, true);
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kGqaFwdRegistrar{20, &gqa_fwd_definition};
+const OpRegistrar kGqaVarlenFwdRegistrar{30, &gqa_varlen_fwd_definition};
 
 }  // namespace attnjit::detail

@@ -1,7 +1,7 @@
 // CPU references of the dense attention family (SPEC.md §2.7 gqa_fwd, §2.8 gqa_varlen_fwd), written
 // for clarity, not speed: every formula in double from the exact input values, o rounded once (RNE).
 #pragma once
-#include "ops/dense/gqa_call.hpp"
+#include "ops/attention/gqa_call.hpp"
 
 namespace attnjit::ops::reference {
 

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 

@@ -12,15 +12,18 @@
 #include "indexer/lightning_indexer_hopper_params.cuh"
 #include "indexer/lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
 #include "ops/indexer/reference.hpp"
-#include "runtime/host_copy.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/validation.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/host_copy.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/validation.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops {
 
@@ -198,7 +201,7 @@ struct KernelChoice {
   int64_t topk = 0;
   bool causal = false, packed = false;
   // The two-kernel slab path (templates/indexer/lightning_indexer_big.cuh): taken exactly when the fused
-  // kernel's candidate buffers cannot hold topk for (D, HP) (geo.R == 0), or when ATTNJIT_LI_FORCE_SLAB
+  // kernel's candidate buffers cannot hold topk for (D, HP) (geo.R == 0), or when ATTNJIT_TUNE_LI_FORCE_SLAB
   // asks for it (tests only).
   bool slab = false;
   kernels::LightningIndexerGeometry geo{};
@@ -208,7 +211,7 @@ struct KernelChoice {
   std::string arch;
 };
 
-// force_slab (RuntimeOptions::li_force_slab, ATTNJIT_LI_FORCE_SLAB; tests only) sends the plan to the slab
+// force_slab (Tuning::li_force_slab, ATTNJIT_TUNE_LI_FORCE_SLAB; tests only) sends the plan to the slab
 // path even where the fused kernel fits, so that small shapes exercise it under compute-sanitizer.
 KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed, const std::string& arch,
                     bool force_slab = false) {
@@ -286,8 +289,7 @@ std::vector<jit::KernelSpec> specs_for(const KernelChoice& k) {
 
 // The portable backend serves sm_80+ (backend 'hopper' is decided by use_hopper before this runs).
 void check_backend(const std::string& arch) {
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+  require_portable_arch(kOp, arch);
 }
 
 // ---- hopper backend (templates/indexer/lightning_indexer_hopper.cuh) ----
@@ -307,7 +309,7 @@ int hopper_max_topk(int D, int HP) {
 // inputs, D 64 or 128, a head tile whose token block is 64, 128 or 256 columns (not 192), topk within
 // its shared-memory buffers (topk = 0 launches nothing).
 std::string hopper_gap(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, const std::string& arch) {
-  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   if (dtype != DType::kF16 && dtype != DType::kBF16)
     return fmt::format("it takes fp16 or bf16 q, k and weights, got {}", dtype_name(dtype));
   if (D != 64 && D != 128) return fmt::format("it serves head dims 64 and 128, got {}", D);
@@ -417,16 +419,15 @@ class KernelPlan final : public detail::PlanImpl {
     if (call.B == 0) return;
     kernels::LightningIndexerParams p{};
     fill_call_params(p, cfg_, call);
-    CUlaunchConfig lc{};
-    lc.gridDimX = static_cast<unsigned>((call.T + choice_.geo.R - 1) / choice_.geo.R);
-    lc.gridDimY = static_cast<unsigned>(call.B);
-    lc.gridDimZ = 1;
-    lc.blockDimX = kernels::kLightningIndexerThreads;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = static_cast<unsigned>(choice_.geo.smem_bytes);
-    lc.hStream = static_cast<CUstream>(stream);
+    Launch lc;
+    lc.grid_x = static_cast<unsigned>((call.T + choice_.geo.R - 1) / choice_.geo.R);
+    lc.grid_y = static_cast<unsigned>(call.B);
+    lc.grid_z = 1;
+    lc.threads = kernels::kLightningIndexerThreads;
+    lc.smem_bytes = static_cast<unsigned>(choice_.geo.smem_bytes);
+    lc.stream = stream;
     void* args[] = {&p};
-    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr), "lightning_indexer: cuLaunchKernelEx");
+    launch_kernel(kernel_->function, lc, args, "lightning_indexer: cuLaunchKernelEx");
   }
 
   std::string describe() const override {
@@ -451,7 +452,7 @@ class HopperKernelPlan final : public detail::PlanImpl {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
     check_signature(call, choice_, *kernel_);
     if (const std::string gap = hopper_k_gap(call); !gap.empty())
-      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
+      throw_hopper_gap(kOp, gap);
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
@@ -462,16 +463,15 @@ class HopperKernelPlan final : public detail::PlanImpl {
     if (call.S > 0)
       encode_tma_rows(kOp, "k", hp.k_map, call.dtype, call.k->data, call.D, 1, call.S, call.B, 0, call.k->strides[1],
                       call.B > 1 ? call.k->strides[0] : call.k->strides[1] * call.S, kernels::kLiHopperBN);
-    CUlaunchConfig lc{};
-    lc.gridDimX = static_cast<unsigned>((call.T + choice_.hgeo.R - 1) / choice_.hgeo.R);
-    lc.gridDimY = static_cast<unsigned>(call.B);
-    lc.gridDimZ = 1;
-    lc.blockDimX = kernels::kLiHopperThreads;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = static_cast<unsigned>(choice_.hgeo.smem_bytes);
-    lc.hStream = static_cast<CUstream>(stream);
+    Launch lc;
+    lc.grid_x = static_cast<unsigned>((call.T + choice_.hgeo.R - 1) / choice_.hgeo.R);
+    lc.grid_y = static_cast<unsigned>(call.B);
+    lc.grid_z = 1;
+    lc.threads = kernels::kLiHopperThreads;
+    lc.smem_bytes = static_cast<unsigned>(choice_.hgeo.smem_bytes);
+    lc.stream = stream;
     void* args[] = {&hp};
-    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr), "lightning_indexer: cuLaunchKernelEx (hopper)");
+    launch_kernel(kernel_->function, lc, args, "lightning_indexer: cuLaunchKernelEx (hopper)");
   }
 
   std::string describe() const override {
@@ -562,7 +562,7 @@ class SlabPlan final : public detail::PlanImpl {
 
   std::string describe() const override {
     return fmt::format("{} slab plan ({}): {} + {}, row chunks in a workspace of at most {} MiB ({} B reserved)", kOp,
-                       choice_.geo.R >= 1 ? "forced by ATTNJIT_LI_FORCE_SLAB"
+                       choice_.geo.R >= 1 ? "forced by ATTNJIT_TUNE_LI_FORCE_SLAB"
                                           : fmt::format("topk {} beyond the fused kernel's buffers", choice_.topk),
                        scores_->compiled->spec.describe(), select_->compiled->spec.describe(),
                        kernels::kLiBigSlabBytes >> 20, ws_.bytes());
@@ -572,30 +572,26 @@ class SlabPlan final : public detail::PlanImpl {
   // Per chunk of rows: the score kernel (when any row can need scores), then the selection kernel.
   void launch_chunks(kernels::LightningIndexerBigParams& p, const SlabLayout& l, const kernels::LiBigScoreGeometry& geo,
                      int64_t T, void* stream) const {
-    const auto& drv = jit::CudaDriver::get();
-    CUlaunchConfig sc{};  // score kernel: (token groups, candidate tiles, batch elements of the chunk)
-    sc.gridDimX = static_cast<unsigned>((std::min(l.chunk_rows, T) + geo.tokens - 1) / geo.tokens);
-    sc.gridDimY = static_cast<unsigned>((l.max_cand + kernels::kLiBigScoreTileN - 1) / kernels::kLiBigScoreTileN);
-    sc.blockDimX = kernels::kLiBigScoreThreads;
-    sc.blockDimY = sc.blockDimZ = 1;
-    sc.sharedMemBytes = static_cast<unsigned>(geo.smem_bytes);
-    sc.hStream = static_cast<CUstream>(stream);
-    CUlaunchConfig se{};  // selection kernel: one CTA per row of the chunk
-    se.gridDimY = se.gridDimZ = 1;
-    se.blockDimX = kernels::kLiBigSelectThreads;
-    se.blockDimY = se.blockDimZ = 1;
-    se.hStream = static_cast<CUstream>(stream);
+    Launch sc;  // score kernel: (token groups, candidate tiles, batch elements of the chunk)
+    sc.grid_x = static_cast<unsigned>((std::min(l.chunk_rows, T) + geo.tokens - 1) / geo.tokens);
+    sc.grid_y = static_cast<unsigned>((l.max_cand + kernels::kLiBigScoreTileN - 1) / kernels::kLiBigScoreTileN);
+    sc.threads = kernels::kLiBigScoreThreads;
+    sc.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
+    sc.stream = stream;
+    Launch se;  // selection kernel: one CTA per row of the chunk
+    se.threads = kernels::kLiBigSelectThreads;
+    se.stream = stream;
     void* args[] = {&p};
     for (int64_t r0 = 0; r0 < l.rows; r0 += l.chunk_rows) {
       p.row_begin = r0;
       p.row_end = std::min(l.rows, r0 + l.chunk_rows);
       if (l.scores) {
-        sc.gridDimZ = static_cast<unsigned>((p.row_end - 1) / T - p.row_begin / T + 1);
-        drv.check(drv.cuLaunchKernelEx(&sc, scores_->function, args, nullptr),
+        sc.grid_z = static_cast<unsigned>((p.row_end - 1) / T - p.row_begin / T + 1);
+        launch_kernel(scores_->function, sc, args,
                   "lightning_indexer: cuLaunchKernelEx (slab scores)");
       }
-      se.gridDimX = static_cast<unsigned>(p.row_end - p.row_begin);
-      drv.check(drv.cuLaunchKernelEx(&se, select_->function, args, nullptr),
+      se.grid_x = static_cast<unsigned>(p.row_end - p.row_begin);
+      launch_kernel(select_->function, se, args,
                 "lightning_indexer: cuLaunchKernelEx (slab select)");
     }
   }
@@ -623,8 +619,8 @@ class EmptyPlan final : public detail::PlanImpl {
 
 class LightningIndexerOp final : public detail::OpInstance {
  public:
-  LightningIndexerOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : LightningIndexerOp(rt, detail::ConfigReader(kOp, config, {"topk", "causal", "compress_ratio", "deterministic",
+  LightningIndexerOp(OpContext& ctx, const nlohmann::json& config)
+      : LightningIndexerOp(ctx, detail::ConfigReader(kOp, config, {"topk", "causal", "compress_ratio", "deterministic",
                                                                   "validate_inputs"})) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
@@ -636,7 +632,7 @@ class LightningIndexerOp final : public detail::OpInstance {
     check_backend(arch);
     if (cfg_.topk == 0) return {};
     return specs_for(
-        choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch, rt_.options().li_force_slab));
+        choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch, ctx_.tuning().li_force_slab));
   }
 
  protected:
@@ -644,7 +640,7 @@ class LightningIndexerOp final : public detail::OpInstance {
     const IndexerCall call = validate(cfg_, tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     // The backend 'auto' may choose per call (use_hopper: k's strides), so the choice is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, rt_.arch_for_device(call.device.index));
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, ctx_.arch_for_device(call.device.index));
     return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
                        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
                        call.device.index, hopper);
@@ -659,21 +655,21 @@ class LightningIndexerOp final : public detail::OpInstance {
                                      cfg.topk, cfg.causal, cfg.compress_ratio);
       });
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const std::string arch = rt_.arch_for_device(call.device.index);
+    const std::string arch = ctx_.arch_for_device(call.device.index);
     if (use_hopper(call, arch)) {
       if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
       KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
-      auto kernel = rt_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
+      auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
       require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
       return std::make_shared<HopperKernelPlan>(cfg_, std::move(choice), std::move(kernel));
     }
     check_backend(arch);
     if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
     KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
-                                 rt_.options().li_force_slab);
+                                 ctx_.tuning().li_force_slab);
     if (choice.slab) {
-      auto scores = rt_.kernels().loaded(big_scores_spec(choice), call.device.index);
-      auto select = rt_.kernels().loaded(big_select_spec(choice), call.device.index);
+      auto scores = ctx_.kernels().loaded(big_scores_spec(choice), call.device.index);
+      auto select = ctx_.kernels().loaded(big_select_spec(choice), call.device.index);
       // NOTE: a call's H (any H of this plan's head tile) stages as many tokens as fit kLiBigSmemBudget, or
       // one token beyond it; either way no more than this.
       const int smem = std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
@@ -681,7 +677,7 @@ class LightningIndexerOp final : public detail::OpInstance {
       return std::make_shared<SlabPlan>(cfg_, std::move(choice), std::move(scores), std::move(select),
                                         call.device.index);
     }
-    auto kernel = rt_.kernels().loaded(kernel_spec(choice), call.device.index);
+    auto kernel = ctx_.kernels().loaded(kernel_spec(choice), call.device.index);
     if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
                                     kernel->compiled->spec.describe(), choice.geo.smem_bytes,
@@ -691,21 +687,15 @@ class LightningIndexerOp final : public detail::OpInstance {
   }
 
  private:
-  LightningIndexerOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
+  LightningIndexerOp(OpContext& ctx, const detail::ConfigReader& r)
+      : OpInstance(ctx, kOp, r.impl(), r.backend()), cfg_(parse_config(r)) {}
   // backend 'hopper' takes the hopper kernel or fails naming why; 'portable' takes the portable kernels
   // (fused, or the slab path beyond its buffers); 'auto' takes the hopper kernel wherever it serves the call
-  // (k addressable by TMA, topk > 0; not under ATTNJIT_LI_FORCE_SLAB, which keeps exercising the portable
+  // (k addressable by TMA, topk > 0; not under ATTNJIT_TUNE_LI_FORCE_SLAB, which keeps exercising the portable
   // slab path) and the portable kernels elsewhere.
   bool use_hopper(const IndexerCall& call, const std::string& arch) const {
-    if (backend_ == detail::Backend::kPortable) return false;
-    const std::string gap = hopper_gap(cfg_, call.dtype, call.D, call.H, arch);
-    if (backend_ == detail::Backend::kHopper) {
-      if (!gap.empty()) throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", kOp, gap));
-      return true;
-    }
-    return gap.empty() && cfg_.topk > 0 && !rt_.options().li_force_slab &&
-           hopper_k_gap(call).empty();
+    return pick_hopper(kOp, backend_, [&] { return hopper_gap(cfg_, call.dtype, call.D, call.H, arch); },
+                       [&] { return cfg_.topk > 0 && !ctx_.tuning().li_force_slab && hopper_k_gap(call).empty(); });
   }
   IndexerConfig cfg_;
 };
@@ -754,5 +744,8 @@ OpDefinition lightning_indexer_definition() {
     return specs;
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kLightningIndexerRegistrar{90, &lightning_indexer_definition};
 
 }  // namespace attnjit::detail

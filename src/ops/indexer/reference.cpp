@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 

@@ -8,12 +8,15 @@
 
 #include "indexer/topk_select_params.cuh"
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
 #include "ops/indexer/fp8_reference.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/validation.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/validation.hpp"
+#include "ops/registry.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops {
 
@@ -97,8 +100,7 @@ void check_backend(detail::Backend backend, const std::string& arch) {
   if (backend == detail::Backend::kHopper)
     throw Unsupported(fmt::format("{}: backend 'hopper' has no kernel for this op (a memory-bound selection served by "
                                   "the 'portable' kernel); use backend 'auto' or 'portable'", kOp));
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", kOp, arch));
+  require_portable_arch(kOp, arch);
 }
 
 void check_sizes(const TopkSelectCall& call) {
@@ -158,15 +160,13 @@ class KernelPlan final : public detail::PlanImpl {
     const TopkGeometry geo = geometry(call.S_kv);
     p.cache_cap = geo.cache_cap;
     p.cand_cap = geo.cand_cap;
-    CUlaunchConfig lc{};
-    lc.gridDimX = static_cast<unsigned>(std::min<int64_t>(rows, 0x7FFFFFFF));
-    lc.gridDimY = lc.gridDimZ = 1;
-    lc.blockDimX = kernels::kTopkSelectThreads;
-    lc.blockDimY = lc.blockDimZ = 1;
-    lc.sharedMemBytes = static_cast<unsigned>(geo.smem);
-    lc.hStream = static_cast<CUstream>(stream);
+    Launch lc;
+    lc.grid_x = static_cast<unsigned>(std::min<int64_t>(rows, 0x7FFFFFFF));
+    lc.threads = kernels::kTopkSelectThreads;
+    lc.smem_bytes = static_cast<unsigned>(geo.smem);
+    lc.stream = stream;
     void* args[] = {&p};
-    drv.check(drv.cuLaunchKernelEx(&lc, kernel_->function, args, nullptr), "topk_select: cuLaunchKernelEx");
+    launch_kernel(kernel_->function, lc, args, "topk_select: cuLaunchKernelEx");
   }
 
   std::string describe() const override { return fmt::format("{} kernel plan: {}", kOp, kernel_->compiled->spec.describe()); }
@@ -188,8 +188,8 @@ int64_t read_topk(const detail::ConfigReader& cfg) {
 
 class TopkSelectOp final : public detail::OpInstance {
  public:
-  TopkSelectOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : TopkSelectOp(rt, detail::ConfigReader(kOp, config, {"topk"})) {}
+  TopkSelectOp(OpContext& ctx, const nlohmann::json& config)
+      : TopkSelectOp(ctx, detail::ConfigReader(kOp, config, {"topk"})) {}
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const TopkSelectCall call = validate(tensors, Placement::kDevice, topk_);
@@ -212,10 +212,10 @@ class TopkSelectOp final : public detail::OpInstance {
         reference::topk_select(*call.score, call.starts, call.ends, *call.indexes, topk);
       });
     const TopkSelectCall call = validate(tensors, Placement::kDevice, topk_);
-    const std::string arch = rt_.arch_for_device(call.device.index);
+    const std::string arch = ctx_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
     check_sizes(call);
-    auto kernel = rt_.kernels().loaded(kernel_spec(call.starts != nullptr, arch), call.device.index);
+    auto kernel = ctx_.kernels().loaded(kernel_spec(call.starts != nullptr, arch), call.device.index);
     if (kMaxSmem > kernel->max_dynamic_smem_bytes)
       throw Unsupported(fmt::format("{}: kernel {} needs up to {} bytes of shared memory, the device allows {}", kOp,
                                     kernel->compiled->spec.describe(), kMaxSmem, kernel->max_dynamic_smem_bytes));
@@ -224,8 +224,8 @@ class TopkSelectOp final : public detail::OpInstance {
   }
 
  private:
-  TopkSelectOp(detail::RuntimeImpl& rt, const detail::ConfigReader& cfg)
-      : OpInstance(rt, kOp, cfg.impl(), cfg.backend()), topk_(read_topk(cfg)) {}
+  TopkSelectOp(OpContext& ctx, const detail::ConfigReader& cfg)
+      : OpInstance(ctx, kOp, cfg.impl(), cfg.backend()), topk_(read_topk(cfg)) {}
   int64_t topk_;
 };
 
@@ -241,5 +241,8 @@ OpDefinition topk_select_definition() {
     return std::vector<jit::KernelSpec>{ops::kernel_spec(false, arch), ops::kernel_spec(true, arch)};
   });
 }
+
+// Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp).
+const OpRegistrar kTopkSelectRegistrar{80, &topk_select_definition};
 
 }  // namespace attnjit::detail

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/host_numeric.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 

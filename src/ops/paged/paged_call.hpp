@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "attnjit/tensor.hpp"
-#include "ops/dense/gqa_call.hpp"
-#include "runtime/validation.hpp"
+#include "ops/attention/gqa_call.hpp"
+#include "ops/base/validation.hpp"
 
 namespace attnjit::ops {
 

@@ -6,15 +6,17 @@
 #include <cstdint>
 
 #include "jit/cuda_driver.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
 #include "paged/paged_decode_hopper_params.cuh"
-#include "runtime/runtime_impl.hpp"
+#include "ops/base/context.hpp"
 
 namespace attnjit::ops {
 
 std::string hopper_decode_static_gap(const GqaConfig& gqa, const PagedAttentionCall& call, const std::string& arch) {
-  if (arch != "sm_90a") return fmt::format("it needs sm_90a (TMA), the device is {}", arch);
+  if (std::string gap = hopper_arch_gap(arch, "TMA"); !gap.empty()) return gap;
   if (call.q_dtype != DType::kF16 && call.q_dtype != DType::kBF16)
     return fmt::format("it takes fp16 or bf16 q, got {}", dtype_name(call.q_dtype));
   if (call.kv_dtype != call.q_dtype) return "it reads 16-bit pools in q's dtype";
@@ -80,9 +82,9 @@ jit::KernelSpec hopper_decode_kernel_spec(const char* op, const HopperDecodeChoi
   return s;
 }
 
-std::shared_ptr<const jit::LoadedKernel> load_hopper_decode_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_hopper_decode_kernel(OpContext& ctx, const char* op,
                                                                    const HopperDecodeChoice& k, int device) {
-  auto kernel = rt.kernels().loaded(hopper_decode_kernel_spec(op, k), device);
+  auto kernel = ctx.kernels().loaded(hopper_decode_kernel_spec(op, k), device);
   require_dynamic_smem(op, *kernel, kernel->compiled->spec, kernels::pdh_smem_bytes(k.D));
   return kernel;
 }
@@ -145,16 +147,15 @@ void launch_hopper_decode(const char* op, const jit::LoadedKernel& kernel, const
                                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
               fmt::format("{}: cuTensorMapEncodeTiled ({})", op, t == call.k_pages ? "k_pages" : "v_pages").c_str());
   }
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>(tiles);
-  lc.gridDimY = static_cast<unsigned>(p.n_splits);
-  lc.gridDimZ = static_cast<unsigned>(hopper_decode_head_groups(call));
-  lc.blockDimX = kernels::kPdhThreads;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = static_cast<unsigned>(kernels::pdh_smem_bytes(k.D));
-  lc.hStream = static_cast<CUstream>(stream);
+  Launch lc;
+  lc.grid_x = static_cast<unsigned>(tiles);
+  lc.grid_y = static_cast<unsigned>(p.n_splits);
+  lc.grid_z = static_cast<unsigned>(hopper_decode_head_groups(call));
+  lc.threads = kernels::kPdhThreads;
+  lc.smem_bytes = static_cast<unsigned>(kernels::pdh_smem_bytes(k.D));
+  lc.stream = stream;
   void* args[] = {&hp};
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx (hopper decode)", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: cuLaunchKernelEx (hopper decode)", op));
 }
 
 }  // namespace attnjit::ops

@@ -6,13 +6,9 @@
 
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
-#include "ops/dense/gqa_call.hpp"
+#include "ops/attention/gqa_call.hpp"
 #include "ops/paged/paged_call.hpp"
 #include "dense/gqa_fwd_params.cuh"
-
-namespace attnjit::detail {
-class RuntimeImpl;
-}
 
 namespace attnjit::ops {
 
@@ -34,7 +30,7 @@ std::string hopper_decode_static_gap(const GqaConfig& gqa, const PagedAttentionC
 std::string hopper_decode_call_gap(const PagedAttentionCall& call);
 HopperDecodeChoice choose_hopper_decode(const GqaConfig& gqa, const PagedAttentionCall& call, const std::string& arch);
 jit::KernelSpec hopper_decode_kernel_spec(const char* op, const HopperDecodeChoice& k);
-std::shared_ptr<const jit::LoadedKernel> load_hopper_decode_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_hopper_decode_kernel(OpContext& ctx, const char* op,
                                                                    const HopperDecodeChoice& k, int device);
 // Splits of each request's keys: one CTA per SM, waves model as the portable path (at most 128).
 int hopper_decode_splits(const PagedAttentionCall& call, int sms, int splits_override);

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
-#include "ops/dense/attention_math.hpp"
-#include "runtime/host_numeric.hpp"
+#include "ops/attention/attention_math.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 

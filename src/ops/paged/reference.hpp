@@ -2,7 +2,7 @@
 // written for clarity, not speed: every formula in double from the exact input values, o rounded once
 // (RNE) to call.compute_dtype.
 #pragma once
-#include "ops/dense/gqa_call.hpp"
+#include "ops/attention/gqa_call.hpp"
 #include "ops/paged/paged_call.hpp"
 
 namespace attnjit::ops::reference {

@@ -1,4 +1,4 @@
-#include "ops/dense/attention_kernel.hpp"
+#include "ops/attention/attention_kernel.hpp"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,11 @@
 #include <sstream>
 
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/backend.hpp"
+#include "ops/base/context.hpp"
 
 namespace attnjit::ops {
 
@@ -39,7 +41,7 @@ TileOverride parse_tile(const char* op, const std::string& text, int64_t D) {
                   (t.BN == 16 || t.BN == 32 || t.BN == 48 || t.BN == 64) && t.BM % (16 * t.warps) == 0 &&
                   (rows_per_warp == 16 || (rows_per_warp == 32 && D <= 128));
   if (!ok)
-    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, 32, "
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_TUNE_GQA_TILE: expected \"BMxBNxWARPS\" with WARPS 4 or 8, BN 16, 32, "
                                       "48 or 64, and 16 rows per warp (or 32 for D <= 128), got \"{}\"", op, text));
   return t;
 }
@@ -148,7 +150,7 @@ AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, co
     in >> bn >> x >> warps;
     if (!in || in.peek() != EOF || x != 'x' || (bn != 16 && bn != 32 && bn != 64 && bn != 128) ||
         (warps != 1 && warps != 2 && warps != 4 && warps != 8) || bn % (16 * warps) != 0)
-      throw InvalidArgument(fmt::format("{}: param: ATTNJIT_DECODE_TILE: expected \"BNxWARPS\" with BN 16, 32, 64 or 128, "
+      throw InvalidArgument(fmt::format("{}: param: ATTNJIT_TUNE_DECODE_TILE: expected \"BNxWARPS\" with BN 16, 32, 64 or 128, "
                                         "WARPS 1, 2, 4 or 8, and 16 keys per warp or a multiple, got \"{}\"", op,
                                         tile_override));
     k.BN = bn;
@@ -159,39 +161,6 @@ AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, co
   return k;
 }
 
-jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = "dense/gqa_combine.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_split_combine<{}, {}>", device_type_name(dt), D);
-  s.fields = {{"backend", "portable"}, {"dtype", std::string(dtype_name(dt))}, {"head_dim", std::to_string(D)}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.combine.{}.d{}", op, dtype_name(dt), D);
-  return s;
-}
-
-int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int per_sm, int64_t batch_z) {
-  // Each split keeps at least two key tiles; at most 128 splits; a batched grid keeps B * n <= 65535.
-  int64_t n_max = std::max<int64_t>(1, (max_keys + 2 * BN - 1) / (2 * BN));
-  n_max = std::min<int64_t>(n_max, 128);
-  if (batch_z > 0) n_max = std::min<int64_t>(n_max, std::max<int64_t>(1, 65535 / batch_z));
-  if (ctas <= 0) return 1;
-  // NOTE: a model of the time: waves of CTAs (a last wave a third full costs a whole wave) times the
-  // key tiles of one split plus about two tiles of pipeline fill and epilogue per CTA.
-  const int64_t slots = static_cast<int64_t>(sms) * std::max(1, per_sm);
-  const int64_t tiles = std::max<int64_t>(1, (max_keys + BN - 1) / BN);
-  int best = 1;
-  int64_t best_time = -1;
-  for (int64_t n = 1; n <= n_max; ++n) {
-    const int64_t time = (ctas * n + slots - 1) / slots * ((tiles + n - 1) / n + 2);
-    if (best_time < 0 || time < best_time) {
-      best_time = time;
-      best = static_cast<int>(n);
-    }
-  }
-  return best;
-}
-
 int ctas_per_sm(const AttentionKernelChoice& k) {
   // NOTE: 228 KB of shared memory per SM with 1 KB reserved per CTA; registers allow about four
   // 128-thread decode CTAs.
@@ -199,41 +168,16 @@ int ctas_per_sm(const AttentionKernelChoice& k) {
   return std::max(1, std::min({by_smem, 4, 2048 / (32 * k.warps)}));
 }
 
-void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream,
-                    bool dependent) {
-  if (p.rows == 0) return;
-  kernels::GqaCombineParams params = p;
-  params.warps_per_row = kernels::gqa_combine_warps(p.n_splits);
-  const int64_t rows_per_cta = kernels::kGqaCombineWarps / params.warps_per_row;
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>((p.rows + rows_per_cta - 1) / rows_per_cta);
-  lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = kernels::kGqaCombineWarps * 32;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.hStream = static_cast<CUstream>(stream);
-  CUlaunchAttribute attr{};
-  if (dependent) {
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
-  }
-  void* args[] = {&params};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx (combine)", op).c_str());
-}
-
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch) {
   if (backend == detail::Backend::kHopper)
     throw Unsupported(fmt::format("{}: backend 'hopper' (wgmma/TMA) is not built yet for this op; use backend 'auto' or "
                                   "'portable'", op));
-  if (arch_number(arch) < 80)
-    throw Unsupported(fmt::format("{}: backend 'portable' needs sm_80 or newer, got {}", op, arch));
+  require_portable_arch(op, arch);
 }
 
 std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D,
                                  const std::string& arch) {
-  if (arch != "sm_90a") return fmt::format("it needs sm_90a (wgmma, TMA), the device is {}", arch);
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   if (in_dtype != DType::kF16 && in_dtype != DType::kBF16)
     return fmt::format("it takes fp16 or bf16 q/k/v, got {}", dtype_name(in_dtype));
   if (compute_dtype != in_dtype) return "it writes the output in the input dtype";
@@ -288,25 +232,11 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
   return s;
 }
 
-std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,
                                                                       const HopperAttentionChoice& k, int device) {
-  auto kernel = rt.kernels().loaded(hopper_attention_kernel_spec(op, k), device);
+  auto kernel = ctx.kernels().loaded(hopper_attention_kernel_spec(op, k), device);
   require_dynamic_smem(op, *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
-}
-
-std::string tma_gap(const char* name, const void* data, std::initializer_list<std::pair<int64_t, int64_t>> dims) {
-  if (reinterpret_cast<uintptr_t>(data) % 16 != 0)
-    return fmt::format("{}: expected a 16-byte aligned base address for TMA", name);
-  int a = 0;
-  for (auto [extent, st] : dims) {
-    // An axis of extent 0 or 1 is never stepped along: any stride does.
-    if (extent > 1 && (st <= 0 || (st * 2) % 16 != 0))
-      return fmt::format("{}: expected dim {} stride to be a positive multiple of 16 bytes for TMA, got {} elements", name,
-                         a, st);
-    ++a;
-  }
-  return "";
 }
 
 std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed) {
@@ -320,24 +250,6 @@ std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed) {
   return "";
 }
 
-void encode_tma_rows(const char* op, const char* name, unsigned long long (&map)[16], DType dtype, const void* data,
-                     int64_t D, int64_t heads, int64_t rows, int64_t batch, int64_t s_head, int64_t s_row,
-                     int64_t s_batch, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == sizeof(map), "CUtensorMap is 128 bytes");
-  const auto& drv = jit::CudaDriver::get();
-  const CUtensorMapDataType dt = dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(std::max<int64_t>(1, heads)),
-                        static_cast<cuuint64_t>(std::max<int64_t>(1, rows)), static_cast<cuuint64_t>(std::max<int64_t>(1, batch))};
-  // Axes of extent <= 1 (the only ones tma_gap lets have a zero stride) get any valid stride.
-  auto stride = [&](int64_t s) { return static_cast<cuuint64_t>(s > 0 ? s * 2 : D * 2); };
-  cuuint64_t strides[3] = {stride(s_head), stride(s_row), stride(s_batch)};
-  cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(box_rows), 1};
-  cuuint32_t elem[4] = {1, 1, 1, 1};
-  drv.check(drv.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), dt, 4, const_cast<void*>(data), dims, strides,
-                                       box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-            fmt::format("{}: cuTensorMapEncodeTiled ({})", op, name).c_str());
-}
 
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed) {
@@ -361,23 +273,21 @@ void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, co
   if (batch == 0 || (!k.varlen && q_rows == 0)) return;
   if (!k.varlen && batch > 65535)
     throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
-  CUlaunchConfig lc{};
-  lc.gridDimX = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
-  lc.gridDimY = static_cast<unsigned>(H_kv);
-  lc.gridDimZ = k.varlen ? 1u : static_cast<unsigned>(batch);
-  lc.blockDimX = 384;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
-  lc.hStream = static_cast<CUstream>(stream);
+  Launch lc;
+  lc.grid_x = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
+  lc.grid_y = static_cast<unsigned>(H_kv);
+  lc.grid_z = k.varlen ? 1u : static_cast<unsigned>(batch);
+  lc.threads = 384;
+  lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
+  lc.stream = stream;
   kernels::GqaFwdHopperParams params = hp;
   void* args[] = {&params};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: cuLaunchKernelEx", op));
 }
 
-std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(OpContext& ctx, const char* op,
                                                                const AttentionKernelChoice& k, int device) {
-  auto kernel = rt.kernels().loaded(attention_kernel_spec(op, k), device);
+  auto kernel = ctx.kernels().loaded(attention_kernel_spec(op, k), device);
   require_dynamic_smem(op, *kernel, kernel->compiled->spec, k.smem_bytes());
   return kernel;
 }
@@ -441,27 +351,25 @@ void launch_attention(const char* op, const jit::LoadedKernel& kernel, const Att
                       const kernels::GqaFwdParams& p, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
                       void* stream, int n_splits) {
   const int64_t g = H / H_kv;
-  CUlaunchConfig lc{};
+  Launch lc;
   if (k.q_packed) {
     if (batch == 0) return;
-    lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM + batch);
-    lc.gridDimZ = static_cast<unsigned>(n_splits);
+    lc.grid_x = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM + batch);
+    lc.grid_z = static_cast<unsigned>(n_splits);
   } else {
     if (batch == 0 || q_rows == 0) return;
     if (batch * n_splits > 65535)
       throw Unsupported(fmt::format("{}: batch {} exceeds the {} this kernel's grid takes", op, batch, 65535 / n_splits));
-    lc.gridDimX = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM);
-    lc.gridDimZ = static_cast<unsigned>(batch * n_splits);
+    lc.grid_x = static_cast<unsigned>((q_rows * g + k.BM - 1) / k.BM);
+    lc.grid_z = static_cast<unsigned>(batch * n_splits);
   }
-  lc.gridDimY = static_cast<unsigned>(H_kv);
-  lc.blockDimX = k.warps * 32;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
-  lc.hStream = static_cast<CUstream>(stream);
+  lc.grid_y = static_cast<unsigned>(H_kv);
+  lc.threads = k.warps * 32;
+  lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
+  lc.stream = stream;
   kernels::GqaFwdParams params = p;
   void* args[] = {&params};
-  const auto& drv = jit::CudaDriver::get();
-  drv.check(drv.cuLaunchKernelEx(&lc, kernel.function, args, nullptr), fmt::format("{}: cuLaunchKernelEx", op).c_str());
+  launch_kernel(kernel.function, lc, args, fmt::format("{}: cuLaunchKernelEx", op));
 }
 
 }  // namespace attnjit::ops

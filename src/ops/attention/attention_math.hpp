@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "attnjit/tensor.hpp"
-#include "ops/dense/gqa_call.hpp"
-#include "runtime/host_numeric.hpp"
+#include "ops/attention/gqa_call.hpp"
+#include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference::math {
 

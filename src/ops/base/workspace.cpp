@@ -1,4 +1,4 @@
-#include "runtime/workspace.hpp"
+#include "ops/base/workspace.hpp"
 
 #include <fmt/format.h>
 

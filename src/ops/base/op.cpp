@@ -1,4 +1,4 @@
-#include "runtime/op_registry.hpp"
+#include "ops/base/op.hpp"
 
 #include <fmt/format.h>
 
@@ -83,32 +83,6 @@ Plan OpInstance::plan(const TensorArgs& tensors) {
   }
   kept->prepare(tensors);
   return Plan(kept);
-}
-
-const std::vector<OpDefinition>& op_definitions() {
-  static const std::vector<OpDefinition> defs = {
-      paged_kv_write_definition(),
-      gqa_fwd_definition(),
-      gqa_varlen_fwd_definition(),
-      gqa_paged_fwd_definition(),
-      mha_decode_paged_definition(),
-      gqa_prefill_paged_append_definition(),
-      fp8_lightning_indexer_definition(),
-      topk_select_definition(),
-      lightning_indexer_definition(),
-      bsa_bwd_definition(),
-      bsa_fwd_definition(),
-      bsa_fp8_fwd_definition(),
-  };
-  return defs;
-}
-
-const OpDefinition& find_op(std::string_view name) {
-  for (const auto& d : op_definitions())
-    if (d.name == name) return d;
-  std::string known;
-  for (const auto& d : op_definitions()) known += (known.empty() ? "" : ", ") + d.name;
-  throw InvalidArgument(fmt::format("unknown op '{}'; known ops: {}", name, known));
 }
 
 }  // namespace attnjit::detail

@@ -1,4 +1,4 @@
-#include "runtime/host_copy.hpp"
+#include "ops/base/host_copy.hpp"
 
 #include <fmt/format.h>
 

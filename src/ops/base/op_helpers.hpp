@@ -11,8 +11,9 @@
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
 #include "jit/kernel_cache.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/validation.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/validation.hpp"
 
 namespace attnjit::ops {
 
@@ -56,13 +57,13 @@ inline void require_dynamic_smem(const char* op, const jit::LoadedKernel& kernel
   set_max_dynamic_smem(kernel, bytes);
 }
 
-// The OpDefinition of `name`: create() makes an `Op(rt, extra..., config)`.
+// The OpDefinition of `name`: create() makes an `Op(ctx, extra..., config)`.
 template <class Op, class Matrix, class... Extra>
 detail::OpDefinition op_definition(const char* name, Matrix default_matrix, Extra... extra) {
   detail::OpDefinition d;
   d.name = name;
-  d.create = [extra...](detail::RuntimeImpl& rt, const nlohmann::json& config) -> std::shared_ptr<detail::OpInstance> {
-    return std::make_shared<Op>(rt, extra..., config);
+  d.create = [extra...](OpContext& ctx, const nlohmann::json& config) -> std::shared_ptr<detail::OpInstance> {
+    return std::make_shared<Op>(ctx, extra..., config);
   };
   d.default_matrix = default_matrix;
   return d;

@@ -9,16 +9,13 @@
 
 #include "attnjit/tensor.hpp"
 #include "dense/gqa_fwd_params.cuh"
-#include "dense/gqa_combine_params.cuh"
 #include "hopper/gqa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
-#include "ops/dense/gqa_call.hpp"
-#include "runtime/op_registry.hpp"
-
-namespace attnjit::detail {
-class RuntimeImpl;
-}
+#include "ops/attention/gqa_call.hpp"
+#include "ops/attention/split_kv.hpp"
+#include "ops/base/tma.hpp"
+#include "ops/base/op.hpp"
 
 namespace attnjit::ops {
 
@@ -53,23 +50,11 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
 jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoice& k);
 
 // The split-KV decode variant of `k`: BM = 16 * warps query rows per CTA (decode rows are few), BN
-// keys per tile, partial outputs for the combine kernel. `tile_override` is "BNxWARPS" (ATTNJIT_DECODE_TILE).
+// keys per tile, partial outputs for the combine kernel. `tile_override` is "BNxWARPS" (ATTNJIT_TUNE_DECODE_TILE).
 AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, const std::string& tile_override);
 
-// The combine kernel of split-KV plans for compute dtype `dt` and head dim D.
-jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch);
-
-// Split-KV sizing from shapes only (SPEC.md §1.3): how many splits a call with `ctas` CTAs per split and
-// at most `max_keys` keys per request gets on a GPU with `sms` SMs holding `per_sm` CTAs each (1..128):
-// the count whose waves are fullest, less 0.5% per split.
-int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int per_sm, int64_t batch_z);
 // How many CTAs of kernel `k` fit on one SM (shared memory, a register estimate, threads).
 int ctas_per_sm(const AttentionKernelChoice& k);
-
-// Launches gqa_split_combine over `p.rows` rows (it sets p.warps_per_row from p.n_splits). `dependent`
-// (sm_90+): launch it as a programmatic dependent of the split kernel just launched on `stream`.
-void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kernels::GqaCombineParams& p, void* stream,
-                    bool dependent);
 
 // The portable backend serves sm_80+; 'hopper' is served by gqa_fwd / gqa_varlen_fwd only (their
 // planners check hopper_attention_gap); every other caller gets Unsupported for it, naming the op.
@@ -93,19 +78,11 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
                                               const std::string& arch);
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k);
-std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,
                                                                       const HopperAttentionChoice& k, int device);
 // Why k and v cannot be TMA sources ("" when they can): 16-byte aligned base, head and token strides
 // (and the batch stride when not packed) positive multiples of 16 bytes (no broadcast axes).
 std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
-// Why a 16-bit tensor cannot be a TMA source ("" when it can): a 16-byte aligned base, and the stride of
-// each given (extent, stride) axis a positive multiple of 16 bytes unless the extent is at most 1.
-std::string tma_gap(const char* name, const void* data, std::initializer_list<std::pair<int64_t, int64_t>> dims);
-// Encodes a 4-d TMA map (D, head, row, batch; strides in elements) of a 16-bit tensor into `map`, with
-// boxes of 64 columns by box_rows rows and the 128-byte swizzle the hopper kernels read.
-void encode_tma_rows(const char* op, const char* name, unsigned long long (&map)[16], DType dtype, const void* data,
-                     int64_t D, int64_t heads, int64_t rows, int64_t batch, int64_t s_head, int64_t s_row,
-                     int64_t s_batch, int box_rows);
 // Encodes the K and V tensor maps of `hp` (4-d: D, KV head, key row, batch) with BN-row boxes.
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed);
@@ -115,7 +92,7 @@ void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, co
                              int64_t H_kv, void* stream);
 
 // Loads (compiling if needed) the kernel on `device` and opts it into its dynamic shared memory.
-std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(detail::RuntimeImpl& rt, const char* op,
+std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(OpContext& ctx, const char* op,
                                                                const AttentionKernelChoice& k, int device);
 
 // Fills the parameters every mode shares: q/o (token and head strides; batch stride when not packed),

@@ -1,4 +1,4 @@
-#include "runtime/validation.hpp"
+#include "ops/base/validation.hpp"
 
 #include <cstdint>
 

@@ -1,6 +1,7 @@
-// gqa_paged_fwd (SPEC.md §2.9) and mha_decode_paged (§2.11): validation, kernel choice and the kernel
-// and reference plans. The kernel is the portable attention kernel with paged K/V rows (KvMode::kPaged):
-// key j of request b is read from pool page page_table[b, j / PS], slot j % PS.
+// The paged attention core of gqa_paged_fwd (gqa_paged_fwd.cpp) and mha_decode_paged
+// (mha_decode_paged.cpp): validation, content checks, kernel choice, the kernel plan and the warm-up
+// matrix. The kernel is the portable attention kernel with paged K/V rows (KvMode::kPaged): key j of
+// request b is read from pool page page_table[b, j / PS], slot j % PS.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -9,16 +10,17 @@
 #include <optional>
 
 #include "jit/cuda_driver.hpp"
-#include "ops/arch.hpp"
-#include "ops/common/op_helpers.hpp"
-#include "ops/dense/attention_kernel.hpp"
-#include "ops/paged/paged_call.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/op_helpers.hpp"
+#include "ops/attention/attention_kernel.hpp"
+#include "ops/paged/paged_core.hpp"
 #include "ops/paged/paged_decode_hopper.hpp"
 #include "ops/paged/reference.hpp"
-#include "runtime/host_copy.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/runtime_impl.hpp"
-#include "runtime/workspace.hpp"
+#include "ops/base/host_copy.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/context.hpp"
+#include "ops/base/workspace.hpp"
+#include "ops/base/backend.hpp"
 
 namespace attnjit::ops {
 
@@ -26,8 +28,6 @@ using detail::ArgChecker;
 using detail::Placement;
 
 namespace {
-constexpr const char* kGqaPaged = "gqa_paged_fwd";
-constexpr const char* kMhaDecode = "mha_decode_paged";
 
 void check_head_dim(ArgChecker& c, int64_t D) {
   if (D != 64 && D != 128 && D != 256) c.fail("shape", "q", "expected head dim D in {{64, 128, 256}}, got {}", D);
@@ -203,8 +203,6 @@ PagedAttentionCall validate_mha_decode_paged_call(const MhaDecodePagedConfig& cf
   return call;
 }
 
-namespace {
-
 // validate_inputs: the caller contracts of §2.9 and §2.11 on host copies of the contract-bearing tensors.
 void check_contents(const char* op, const PagedAttentionCall& call, const GqaConfig* gqa, void* stream) {
   detail::prepare_content_checks(op, call.device, stream);
@@ -263,6 +261,8 @@ void check_contents(const char* op, const PagedAttentionCall& call, const GqaCon
   }
 }
 
+namespace {
+
 kernels::GqaFwdParams paged_params(const GqaConfig& cfg, const PagedAttentionCall& call) {
   kernels::GqaFwdParams p{};
   const bool packed = !call.mha_decode;
@@ -306,9 +306,9 @@ bool paged_decode_like(const PagedAttentionCall& call) {
 }
 // An explicit 'hopper' refuses the decode-like calls its decode kernel does not serve, saying why.
 [[noreturn]] void refuse_hopper_decode(const char* op, const std::string& gap) {
-  throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': calls averaging at most 16 query rows per request "
-                                "take the split-KV decode path, and its hopper kernel cannot serve this one: {}; use "
-                                "backend 'auto' or 'portable'", op, gap));
+  throw_hopper_gap(op, fmt::format("calls averaging at most 16 query rows per request take the split-KV decode path, "
+                                   "and its hopper kernel cannot serve this one: {}; use backend 'auto' or 'portable'",
+                                   gap));
 }
 
 // The split-KV decode path of a paged plan: the decode tile with partial outputs (portable, and on sm_90a
@@ -320,25 +320,25 @@ struct DecodePath {
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
   std::string hopper_gap;  // why there is no hopper kernel (static signature), when there is none
   int sms = 0;
-  int splits_override = 0;  // ATTNJIT_DECODE_SPLITS (0: the planner's choice)
+  int splits_override = 0;  // ATTNJIT_TUNE_DECODE_SPLITS (0: the planner's choice)
   bool dependent_combine = false;  // sm_90+: the combine is a programmatic dependent launch
 };
 
-DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const AttentionKernelChoice& main, int device,
+DecodePath load_decode_path(OpContext& ctx, const char* op, const AttentionKernelChoice& main, int device,
                             std::optional<HopperDecodeChoice> hopper) {
   DecodePath d;
   if (hopper) {
     d.hopper = hopper;
-    d.hopper_kernel = load_hopper_decode_kernel(rt, op, *hopper, device);
+    d.hopper_kernel = load_hopper_decode_kernel(ctx, op, *hopper, device);
   }
   AttentionKernelChoice k = main;
   k.sinks = false;  // the combine adds the sink
-  d.choice = decode_variant(op, k, rt.options().decode_tile);
-  d.kernel = load_attention_kernel(rt, op, d.choice, device);
-  d.combine = rt.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
-  d.sms = rt.sm_count(device);
-  d.splits_override = rt.options().decode_splits;
-  d.dependent_combine = arch_number(main.arch) >= 90;
+  d.choice = decode_variant(op, k, ctx.tuning().decode_tile);
+  d.kernel = load_attention_kernel(ctx, op, d.choice, device);
+  d.combine = ctx.kernels().loaded(combine_kernel_spec(op, main.compute_dtype, main.D, main.arch), device);
+  d.sms = ctx.sm_count(device);
+  d.splits_override = ctx.tuning().decode_splits;
+  d.dependent_combine = arch_facts(main.arch).programmatic_dependent_launch;
   return d;
 }
 
@@ -350,7 +350,7 @@ DecodePath load_decode_path(detail::RuntimeImpl& rt, const char* op, const Atten
 class PagedKernelPlan final : public detail::PlanImpl {
  public:
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
-  using Validate = std::function<PagedAttentionCall(const TensorArgs&, Placement)>;
+  using Validate = PagedValidate;
   // hopper_kernel (optional): the hopper backend's kernel for the prefill path (gqa_paged_fwd, 16-bit
   // pools). decode.hopper_kernel (optional): the hopper decode kernel, taken by the decode-like calls it
   // serves (hopper_decode_call_gap); a plan of an explicit 'hopper' (hopper_only) refuses the others.
@@ -474,6 +474,8 @@ class PagedKernelPlan final : public detail::PlanImpl {
 };
 
 // The kernels of a paged plan: the prefill tile, the split-KV decode tile and the combine.
+}  // namespace
+
 std::vector<jit::KernelSpec> paged_specs(const char* op, const AttentionKernelChoice& main, const std::string& decode_tile) {
   AttentionKernelChoice k = main;
   k.sinks = false;
@@ -498,7 +500,7 @@ std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail:
                               : hopper_attention_gap(gqa, call.q_dtype, call.compute_dtype, call.D, arch);
   if (!gap.empty()) {
     if (backend == detail::Backend::kHopper)
-      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': {}", op, gap));
+      throw_hopper_gap(op, gap);
     return std::nullopt;
   }
   GqaConfig g = gqa;
@@ -523,132 +525,42 @@ std::optional<HopperDecodeChoice> paged_hopper_decode_choice(const char* op, det
   return choose_hopper_decode(gqa, call, arch);
 }
 
-// A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
-std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(detail::RuntimeImpl& rt, const char* op,
-                                                          detail::Backend backend, const GqaConfig& gqa,
-                                                          bool validate_inputs, PagedKernelPlan::Validate validate,
-                                                          const PagedAttentionCall& call) {
-  const std::string arch = rt.arch_for_device(call.device.index);
-  std::optional<HopperAttentionChoice> hopper = paged_hopper_choice(op, backend, gqa, call, arch);
-  check_attention_backend(op, hopper ? detail::Backend::kPortable : backend, arch);
-  AttentionKernelChoice choice = choose_paged(op, gqa, call, arch, rt.options().gqa_tile);
-  auto kernel = load_attention_kernel(rt, op, choice, call.device.index);
-  DecodePath decode = load_decode_path(rt, op, choice, call.device.index,
-                                       paged_hopper_decode_choice(op, backend, gqa, call, arch));
-  if (!decode.hopper_kernel) decode.hopper_gap = hopper_decode_static_gap(gqa, call, arch);
-  std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
-  if (hopper) hopper_kernel = load_hopper_attention_kernel(rt, op, *hopper, call.device.index);
-  return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(choice),
-                                           std::move(kernel), std::move(decode), std::move(hopper),
-                                           std::move(hopper_kernel), backend == detail::Backend::kHopper);
-}
-
-class GqaPagedFwdOp final : public detail::OpInstance {
- public:
-  GqaPagedFwdOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : GqaPagedFwdOp(rt, detail::ConfigReader(kGqaPaged, config, gqa_config_keys())) {}
-
-  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, Placement::kDevice);
-    const auto hopper = paged_hopper_choice(kGqaPaged, backend_, cfg_, call, arch);
-    check_attention_backend(kGqaPaged, hopper ? detail::Backend::kPortable : backend_, arch);
-    auto specs =
-        paged_specs(kGqaPaged, choose_paged(kGqaPaged, cfg_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
-    if (hopper) specs.push_back(hopper_attention_kernel_spec(kGqaPaged, *hopper));
-    if (const auto dec = paged_hopper_decode_choice(kGqaPaged, backend_, cfg_, call, arch))
-      specs.push_back(hopper_decode_kernel_spec(kGqaPaged, *dec));
-    return specs;
-  }
-
- protected:
-  std::string signature(const TensorArgs& tensors) const override {
-    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.kv_dtype),
-                       static_cast<int>(call.compute_dtype), call.D, call.sinks != nullptr, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override;
-
- private:
-  GqaPagedFwdOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kGqaPaged, r.impl(), r.backend()), cfg_(parse_gqa_config(true, r)) {}
-  GqaConfig cfg_;
-};
-
-std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorArgs& tensors) {
-  const GqaConfig cfg = cfg_;
-  if (impl_ == detail::Impl::kReference) {
-    return reference_plan(kGqaPaged, [cfg](const TensorArgs& t, void* stream) {
-      const PagedAttentionCall call = validate_gqa_paged_call(cfg, t, Placement::kHost);
-      if (cfg.validate_inputs) check_contents(kGqaPaged, call, &cfg, stream);
-      reference::gqa_paged_fwd(cfg, call);
-    });
-  }
-  return paged_kernel_plan(
-      rt_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
-      [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); },
-      validate_gqa_paged_call(cfg_, tensors, Placement::kDevice));
-}
-
-MhaDecodePagedConfig parse_mha_config(const detail::ConfigReader& r) {
-  MhaDecodePagedConfig c;
-  if (!r.has("page_size")) throw InvalidArgument(fmt::format("{}: param: page_size: expected an integer >= 1, got none", kMhaDecode));
-  const double ps = r.get_number("page_size", 0);
-  if (ps != std::floor(ps) || ps < 1 || ps > 1 << 30)
-    throw InvalidArgument(fmt::format("{}: param: page_size: expected an integer >= 1, got {}", kMhaDecode, ps));
-  c.page_size = static_cast<int64_t>(ps);
-  c.is_causal = r.get_bool("is_causal", false);
-  c.validate_inputs = r.get_bool("validate_inputs", false);
+PagedChoices paged_choices(const char* op, detail::Backend backend, const GqaConfig& gqa, const PagedAttentionCall& call,
+                           const std::string& arch, const Tuning& tuning) {
+  PagedChoices c;
+  c.hopper = paged_hopper_choice(op, backend, gqa, call, arch);
+  check_attention_backend(op, c.hopper ? detail::Backend::kPortable : backend, arch);
+  c.main = choose_paged(op, gqa, call, arch, tuning.gqa_tile);
+  c.hopper_decode = paged_hopper_decode_choice(op, backend, gqa, call, arch);
   return c;
 }
 
-class MhaDecodePagedOp final : public detail::OpInstance {
- public:
-  MhaDecodePagedOp(detail::RuntimeImpl& rt, const nlohmann::json& config)
-      : MhaDecodePagedOp(rt, detail::ConfigReader(kMhaDecode, config, {"page_size", "is_causal", "validate_inputs"})) {}
+std::vector<jit::KernelSpec> paged_kernels_for(const char* op, detail::Backend backend, const GqaConfig& gqa,
+                                               const PagedAttentionCall& call, const std::string& arch,
+                                               const Tuning& tuning) {
+  const PagedChoices c = paged_choices(op, backend, gqa, call, arch, tuning);
+  auto specs = paged_specs(op, c.main, tuning.decode_tile);
+  if (c.hopper) specs.push_back(hopper_attention_kernel_spec(op, *c.hopper));
+  if (c.hopper_decode) specs.push_back(hopper_decode_kernel_spec(op, *c.hopper_decode));
+  return specs;
+}
 
-  std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice);
-    paged_hopper_choice(kMhaDecode, backend_, gqa_, call, arch);  // an explicit 'hopper' is refused, naming why
-    check_attention_backend(kMhaDecode, backend_, arch);
-    auto specs =
-        paged_specs(kMhaDecode, choose_paged(kMhaDecode, gqa_, call, arch, rt_.options().gqa_tile), rt_.options().decode_tile);
-    if (const auto dec = paged_hopper_decode_choice(kMhaDecode, backend_, gqa_, call, arch))
-      specs.push_back(hopper_decode_kernel_spec(kMhaDecode, *dec));
-    return specs;
-  }
-
- protected:
-  std::string signature(const TensorArgs& tensors) const override {
-    const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}", static_cast<int>(call.q_dtype), call.D, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    const MhaDecodePagedConfig cfg = cfg_;
-    if (impl_ == detail::Impl::kReference) {
-      return reference_plan(kMhaDecode, [cfg](const TensorArgs& t, void* stream) {
-        const PagedAttentionCall call = validate_mha_decode_paged_call(cfg, t, Placement::kHost);
-        if (cfg.validate_inputs) check_contents(kMhaDecode, call, nullptr, stream);
-        reference::mha_decode_paged(cfg, call);
-      });
-    }
-    return paged_kernel_plan(
-        rt_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
-        [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
-        validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice));
-  }
-
- private:
-  MhaDecodePagedOp(detail::RuntimeImpl& rt, const detail::ConfigReader& r)
-      : OpInstance(rt, kMhaDecode, r.impl(), r.backend()), cfg_(parse_mha_config(r)) {
-    gqa_.is_causal = cfg_.is_causal;  // no window, softcap or rope; scale 1/sqrt(D)
-  }
-  MhaDecodePagedConfig cfg_;
-  GqaConfig gqa_;
-};
+// A kernel plan for a validated device call of either op: the prefill tile, the split-KV decode path.
+std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(OpContext& ctx, const char* op,
+                                                          detail::Backend backend, const GqaConfig& gqa,
+                                                          bool validate_inputs, PagedValidate validate,
+                                                          const PagedAttentionCall& call) {
+  const std::string arch = ctx.arch_for_device(call.device.index);
+  PagedChoices c = paged_choices(op, backend, gqa, call, arch, ctx.tuning());
+  auto kernel = load_attention_kernel(ctx, op, c.main, call.device.index);
+  DecodePath decode = load_decode_path(ctx, op, c.main, call.device.index, c.hopper_decode);
+  if (!decode.hopper_kernel) decode.hopper_gap = hopper_decode_static_gap(gqa, call, arch);
+  std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
+  if (c.hopper) hopper_kernel = load_hopper_attention_kernel(ctx, op, *c.hopper, call.device.index);
+  return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(c.main),
+                                           std::move(kernel), std::move(decode), std::move(c.hopper),
+                                           std::move(hopper_kernel), backend == detail::Backend::kHopper);
+}
 
 std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, const std::string& arch) {
   std::vector<jit::KernelSpec> specs;
@@ -666,7 +578,7 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
         for (const auto& s :
              paged_specs(op, choose_attention_kernel(op, gqa, dt, dt, dt, D, !mha, KvMode::kPaged, false, arch, ""), ""))
           add(s);
-        if (arch != "sm_90a") continue;
+        if (!has_hopper_kernels(arch)) continue;
         // On sm_90a 'auto' takes the hopper decode kernel for D 64/128 (both ops) and the hopper prefill
         // kernel (gqa_paged_fwd).
         if (!mha) {
@@ -687,22 +599,4 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
   return specs;
 }
 
-}  // namespace
-
 }  // namespace attnjit::ops
-
-namespace attnjit::detail {
-
-OpDefinition gqa_paged_fwd_definition() {
-  return ops::op_definition<ops::GqaPagedFwdOp>(ops::kGqaPaged, [](const std::string& arch) {
-    return ops::paged_default_matrix(ops::kGqaPaged, false, arch);
-  });
-}
-
-OpDefinition mha_decode_paged_definition() {
-  return ops::op_definition<ops::MhaDecodePagedOp>(ops::kMhaDecode, [](const std::string& arch) {
-    return ops::paged_default_matrix(ops::kMhaDecode, true, arch);
-  });
-}
-
-}  // namespace attnjit::detail

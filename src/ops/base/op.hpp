@@ -1,5 +1,6 @@
-// The op framework: an OpDefinition per SPEC.md op (name, config keys, factory, warm-up matrix), an
-// OpInstance per (op, config) holding a signature -> plan map, and PlanImpl, what Plan wraps.
+// The op base classes: an OpDefinition per SPEC.md op (name, factory, warm-up matrix), an OpInstance per
+// (op, config) holding a signature -> plan map, PlanImpl (what Plan wraps) and the ConfigReader.
+// The list of ops is ops/registry.hpp.
 #pragma once
 #include <functional>
 #include <memory>
@@ -14,9 +15,11 @@
 #include "attnjit/tensor.hpp"
 #include "jit/kernel_spec.hpp"
 
-namespace attnjit::detail {
+namespace attnjit::ops {
+class OpContext;
+}
 
-class RuntimeImpl;
+namespace attnjit::detail {
 
 enum class Impl { kKernel, kReference };
 enum class Backend { kAuto, kPortable, kHopper };
@@ -53,8 +56,8 @@ class ConfigReader {
 
 class OpInstance {
  public:
-  OpInstance(RuntimeImpl& rt, std::string name, Impl impl, Backend backend)
-      : rt_(rt), name_(std::move(name)), impl_(impl), backend_(backend) {}
+  OpInstance(ops::OpContext& ctx, std::string name, Impl impl, Backend backend)
+      : ctx_(ctx), name_(std::move(name)), impl_(impl), backend_(backend) {}
   virtual ~OpInstance() = default;
 
   const std::string& name() const { return name_; }
@@ -72,7 +75,7 @@ class OpInstance {
   virtual std::string signature(const TensorArgs& tensors) const = 0;
   virtual std::shared_ptr<const PlanImpl> build_plan(const TensorArgs& tensors) = 0;
 
-  RuntimeImpl& rt_;
+  ops::OpContext& ctx_;
   std::string name_;
   Impl impl_;
   Backend backend_;
@@ -84,27 +87,9 @@ class OpInstance {
 
 struct OpDefinition {
   std::string name;
-  std::function<std::shared_ptr<OpInstance>(RuntimeImpl& rt, const nlohmann::json& config)> create;
+  std::function<std::shared_ptr<OpInstance>(ops::OpContext& ctx, const nlohmann::json& config)> create;
   // Every kernel the op can select that the warm-up precompiles for `arch`.
   std::function<std::vector<jit::KernelSpec>(const std::string& arch)> default_matrix;
 };
-
-const std::vector<OpDefinition>& op_definitions();
-// Throws InvalidArgument "unknown op '<name>'; known ops: ..." for a name the build does not know.
-const OpDefinition& find_op(std::string_view name);
-
-// Defined by each op family (src/ops/<family>/).
-OpDefinition paged_kv_write_definition();
-OpDefinition gqa_fwd_definition();
-OpDefinition gqa_varlen_fwd_definition();
-OpDefinition gqa_paged_fwd_definition();
-OpDefinition mha_decode_paged_definition();
-OpDefinition gqa_prefill_paged_append_definition();
-OpDefinition fp8_lightning_indexer_definition();
-OpDefinition topk_select_definition();
-OpDefinition lightning_indexer_definition();
-OpDefinition bsa_bwd_definition();
-OpDefinition bsa_fwd_definition();
-OpDefinition bsa_fp8_fwd_definition();
 
 }  // namespace attnjit::detail

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attnjit/tensor.hpp"
-#include "runtime/op_registry.hpp"
-#include "runtime/validation.hpp"
+#include "ops/base/op.hpp"
+#include "ops/base/validation.hpp"
 
 namespace attnjit::ops {
 

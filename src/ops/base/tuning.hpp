@@ -1,0 +1,31 @@
+// Tuning overrides of the planners' choices, for measurement and tests: one map, read in one place
+// (Tuning::read), from the ATTNJIT_TUNE_* environment variables and then the "tune" object of the
+// runtime options (RuntimeOptions::tune, the C ABI's options_json). Nothing else reads them.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace attnjit::ops {
+
+struct Tuning {
+  // ATTNJIT_TUNE_GQA_TILE / "gqa_tile": the gqa kernels' tile "BMxBNxWARPS" (e.g. "128x32x4"); empty =
+  // the planner's choice.
+  std::string gqa_tile;
+  // ATTNJIT_TUNE_DECODE_TILE / "decode_tile": the split-KV decode tile of the paged ops, "BNxWARPS"
+  // (BM = 16 * WARPS), e.g. "64x1".
+  std::string decode_tile;
+  // ATTNJIT_TUNE_DECODE_SPLITS / "decode_splits": split-KV splits per request of the paged ops' decode
+  // (clamped to one key tile each); 0 = the planner's.
+  int decode_splits = 0;
+  // ATTNJIT_TUNE_LI_FORCE_SLAB / "li_force_slab": tests only; lightning_indexer plans take the two-kernel
+  // slab path even where the fused kernel fits.
+  bool li_force_slab = false;
+
+  // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
+  // naming the variable or key for a malformed value or an unknown key.
+  static Tuning read(const nlohmann::json& tune) { return apply(tune, from_env()); }
+  static Tuning from_env();
+  static Tuning apply(const nlohmann::json& tune, Tuning base);
+};
+
+}  // namespace attnjit::ops
