@@ -114,7 +114,7 @@ BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch) {
 jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
   jit::KernelSpec s;
   s.op = "bsa_fwd";
-  s.template_file = "hopper/bsa_fwd_hopper.cuh";
+  s.template_file = "bsa/bsa_fwd_hopper.cuh";
   s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.bs,
                         k.has_nums, k.bsz_rank);
   s.fields = {{"backend", "hopper"},

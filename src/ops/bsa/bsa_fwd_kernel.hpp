@@ -7,7 +7,7 @@
 
 #include "attnjit/tensor.hpp"
 #include "bsa/bsa_fwd_params.cuh"
-#include "hopper/bsa_fwd_hopper_params.cuh"
+#include "bsa/bsa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -40,7 +40,7 @@ jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arc
 // The portable backend serves sm_80+; 'hopper' is not built (Unsupported, naming the op).
 void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch);
 
-// ---- hopper backend (templates/hopper/bsa_fwd_hopper.cuh): sm_90a, block size 64 or 128, D = D_v in {64, 128} ----
+// ---- hopper backend (templates/bsa/bsa_fwd_hopper.cuh): sm_90a, block size 64 or 128, D = D_v in {64, 128} ----
 struct BsaHopperChoice {
   DType dtype = DType::kBF16;
   int D = 0, bs = 128;

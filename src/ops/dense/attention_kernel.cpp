@@ -263,7 +263,7 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k) {
   jit::KernelSpec s;
   s.op = op;
-  s.template_file = "hopper/gqa_fwd_hopper.cuh";
+  s.template_file = "dense/gqa_fwd_hopper.cuh";
   s.entry = fmt::format("attnjit::kernels::gqa_fwd_hopper<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
                         k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, static_cast<int>(k.kv_mode), k.sinks);
   s.fields = {{"backend", "hopper"},

@@ -10,7 +10,7 @@
 #include "attnjit/tensor.hpp"
 #include "dense/gqa_fwd_params.cuh"
 #include "dense/gqa_combine_params.cuh"
-#include "hopper/gqa_fwd_hopper_params.cuh"
+#include "dense/gqa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/dense/gqa_call.hpp"
@@ -75,7 +75,7 @@ void launch_combine(const char* op, const jit::LoadedKernel& kernel, const kerne
 // planners check hopper_attention_gap); every other caller gets Unsupported for it, naming the op.
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch);
 
-// ---- hopper backend (templates/hopper/gqa_fwd_hopper.cuh): gqa_fwd and gqa_varlen_fwd on sm_90a ----
+// ---- hopper backend (templates/dense/gqa_fwd_hopper.cuh): gqa_fwd and gqa_varlen_fwd on sm_90a ----
 struct HopperAttentionChoice {
   DType dtype = DType::kBF16;
   int D = 0, BN = 0;

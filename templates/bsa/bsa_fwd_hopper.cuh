@@ -11,7 +11,7 @@
 #pragma once
 #include "bsa/bsa_fwd.cuh"
 #include "hopper/attention_core.cuh"
-#include "hopper/bsa_fwd_hopper_params.cuh"
+#include "bsa/bsa_fwd_hopper_params.cuh"
 
 namespace attnjit::kernels {
 

@@ -17,7 +17,7 @@
 #pragma once
 #include "dense/gqa_fwd.cuh"
 #include "hopper/attention_core.cuh"
-#include "hopper/gqa_fwd_hopper_params.cuh"
+#include "dense/gqa_fwd_hopper_params.cuh"
 
 namespace attnjit::kernels {
 
