@@ -50,6 +50,8 @@ struct BsaFwdConfig {
   static constexpr int kPitchV = DV + 8;
   static constexpr bool kQInRegs = D <= 96 || kMT == 1;
   static constexpr int kSmemBytes = (BM * kPitchK + 2 * BN * kPitchK + 2 * BN * kPitchV) * 2;
+  static_assert(kSmemBytes == bsa_fwd_smem_bytes(D, DV, BM, BN) && kThreads == bsa_fwd_threads(WARPS),
+                "bsa_fwd: the host's launch geometry (bsa_fwd_params.cuh) matches the kernel's layout");
 };
 
 // The stream of key tiles of one row's active blocks [u_begin, u_end): (n0, valid) per tile, valid = 0

@@ -71,6 +71,8 @@ struct GqaFwdConfig {
   // reads, the limiting resource of mma.sync attention) where the register budget allows it.
   static constexpr bool kQInRegs = kRope == 0 && (D <= 96 || kMT == 1);
   static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
+  static_assert(kSmemBytes == gqa_fwd_smem_bytes(D, BM, BN, kRope != 0) && kThreads == gqa_fwd_threads(WARPS),
+                "gqa_fwd: the host's launch geometry (gqa_fwd_params.cuh) matches the kernel's layout");
 };
 
 // Rotates the first R channels of ROWS shared-memory rows (SPEC.md §1.7) in fp32. The rotated value

@@ -94,6 +94,8 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   constexpr int BM = 128, kDT = D / 8;
   const GqaFwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
+  static_assert(HopperRing<D, BN>::kSmemBytes == gqa_fwd_hopper_smem_bytes(D, BN) && gqa_fwd_hopper_threads() == 384,
+                "gqa_fwd_hopper: the host's launch geometry (gqa_fwd_hopper_params.cuh)");
   const HopperRing<D, BN> ring(smem_raw);
 
   const int r = blockIdx.y;  // KV head

@@ -188,7 +188,7 @@ void launch_bsa_fwd(const char* op, const jit::LoadedKernel& kernel, const BsaFw
   lc.gridDimX = static_cast<unsigned>(in.N_q * splits);
   lc.gridDimY = static_cast<unsigned>(in.H_q);
   lc.gridDimZ = static_cast<unsigned>(in.B);
-  lc.blockDimX = k.warps * 32;
+  lc.blockDimX = static_cast<unsigned>(k.threads());
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
   lc.hStream = static_cast<CUstream>(stream);

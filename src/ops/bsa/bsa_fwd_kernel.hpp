@@ -26,8 +26,8 @@ struct BsaFwdKernelChoice {
   int bsz_rank = 0;
   bool split = false;
   std::string arch;
-  // = BsaFwdConfig::kSmemBytes: Q, double-buffered K and V.
-  int smem_bytes() const { return (BM * (D + 8) + 2 * BN * (D + 8) + 2 * BN * (Dv + 8)) * 2; }
+  int smem_bytes() const { return kernels::bsa_fwd_smem_bytes(D, Dv, BM, BN); }
+  int threads() const { return kernels::bsa_fwd_threads(warps); }
 };
 
 // Tiles: one CTA per query block (BM = bs) with 32 rows per warp (bs 128: 4 warps, bs 64: 2 warps);
@@ -47,9 +47,8 @@ struct BsaHopperChoice {
   bool has_nums = false;
   int bsz_rank = 0;
   std::string arch;
-  int threads() const { return (bs / 64 + 1) * 128; }
-  // = HopperRing<D, bs, bs / 64>::kSmemBytes.
-  int smem_bytes() const { return bs * D * 2 + 4 * bs * D * 2 + 64 + 16 + 1024; }
+  int threads() const { return kernels::bsa_fwd_hopper_threads(bs); }
+  int smem_bytes() const { return kernels::bsa_fwd_hopper_smem_bytes(D, bs); }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can).
 std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch);

@@ -365,7 +365,7 @@ void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, co
   lc.gridDimX = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
   lc.gridDimY = static_cast<unsigned>(H_kv);
   lc.gridDimZ = k.varlen ? 1u : static_cast<unsigned>(batch);
-  lc.blockDimX = 384;
+  lc.blockDimX = static_cast<unsigned>(k.threads());
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
   lc.hStream = static_cast<CUstream>(stream);
@@ -454,7 +454,7 @@ void launch_attention(const char* op, const jit::LoadedKernel& kernel, const Att
     lc.gridDimZ = static_cast<unsigned>(batch * n_splits);
   }
   lc.gridDimY = static_cast<unsigned>(H_kv);
-  lc.blockDimX = k.warps * 32;
+  lc.blockDimX = static_cast<unsigned>(k.threads());
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = static_cast<unsigned>(k.smem_bytes());
   lc.hStream = static_cast<CUstream>(stream);

@@ -37,11 +37,8 @@ struct AttentionKernelChoice {
   RopeLayout rope = RopeLayout::kNone;
   std::string arch;
 
-  // Must equal GqaFwdConfig::kSmemBytes: Q, double-buffered K and V, plus with RoPE the low parts of the
-  // rotated Q and (double-buffered) K; rows of D elements (swizzled) when D % 128 == 0, else D + 8.
-  int smem_bytes() const {
-    return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D % 128 == 0 ? D : D + 8) * 2;
-  }
+  int smem_bytes() const { return kernels::gqa_fwd_smem_bytes(D, BM, BN, rope != RopeLayout::kNone); }
+  int threads() const { return kernels::gqa_fwd_threads(warps); }
 };
 
 // Picks tiles for head dim D (or applies the "BMxBNxWARPS" tuning override) and records the flags of
@@ -82,9 +79,8 @@ struct HopperAttentionChoice {
   bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
   KvMode kv_mode = KvMode::kDense;  // dense, packed (varlen) or paged (gqa_paged_fwd's prefill path)
   std::string arch;
-  // Must equal HopperRing<D, BN>::kSmemBytes: Q (128 rows), two stages of K and V, barriers, records,
-  // alignment.
-  int smem_bytes() const { return 128 * D * 2 + 4 * BN * D * 2 + 64 + 16 + 1024; }
+  int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN); }
+  int threads() const { return kernels::gqa_fwd_hopper_threads(); }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can): sm_90a only,
 // 16-bit q/k/v with the output in the same dtype, D 64/128/256, no RoPE.
