@@ -22,7 +22,7 @@
 #include "bsa/bsa_bwd_params.cuh"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
-#include "dense/gqa_fwd.cuh"  // load_tile_affine (cp.async tile loads with zero-filled tails)
+#include "common/tile_loader.cuh"  // load_tile_affine (cp.async tile loads with zero-filled tails)
 
 namespace attnjit::kernels {
 

@@ -48,6 +48,7 @@
 #include "bsa/bsa_fwd.cuh"  // BsaTileStream
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
+#include "common/online_softmax.cuh"
 
 namespace attnjit::kernels {
 
@@ -541,11 +542,11 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
             if (nt * 8 + 2 * (lane % 4) + (e & 1) >= valid) s[mt][nt][e] = -kInf();
     }
 
-    // Online softmax (log2 domain) with lazy rescaling as in bsa_fwd.cuh: every tile has a visible key in
-    // every row. The running maximum m_i is kept in units of z = S * s_k; since s_k > 0 is constant over
-    // each 16-key group (n8 tiles 0-1 and 2-3), a row's tile maximum is max_g(s_k(g) * max_{j in g} S_j),
-    // and the exponent is S_j * (rq * s_k(g)) - m_i * rq: the scales cost a few products per tile, not a
-    // multiply per logit.
+    // Online softmax (log2 domain) with lazy rescaling (common/online_softmax.cuh): every tile has a
+    // visible key in every row. The running maximum m_i is kept in units of z = S * s_k; since s_k > 0 is
+    // constant over each 16-key group (n8 tiles 0-1 and 2-3), a row's tile maximum is
+    // max_g(s_k(g) * max_{j in g} S_j), and the exponent is S_j * (rq * s_k(g)) - m_i * rq: the scales
+    // cost a few products per tile, not a multiply per logit.
     const float sk0 = sSk[slot * (BN / 16)], sk1 = sSk[slot * (BN / 16) + 1];
     float tile_max[kMT][2];
     bool moved = false;
@@ -559,46 +560,12 @@ __global__ void __launch_bounds__(Bsa8Cfg::kThreads) bsa8_attention(const __grid
           g0 = fmaxf(g0, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
           g1 = fmaxf(g1, fmaxf(s[mt][nt + kNT / 2][2 * hf], s[mt][nt + kNT / 2][2 * hf + 1]));
         }
-        float mx = fmaxf(g0 * sk0, g1 * sk1);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        tile_max[mt][hf] = mx;
-        moved = moved || mx * rq[mt][hf] > m_i[mt][hf] * rq[mt][hf] + 8.f;
+        tile_max[mt][hf] = softmax_quad_max(fmaxf(g0 * sk0, g1 * sk1));
+        moved = moved || softmax_moves(tile_max[mt][hf], m_i[mt][hf], rq[mt][hf]);
       }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const float m_new = fmaxf(m_i[mt][hf], tile_max[mt][hf]);
-          const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[mt][hf] - m_new) * rq[mt][hf]);
-          m_i[mt][hf] = m_new;
-          l_i[mt][hf] *= alpha;
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            o_acc[mt][dt][2 * hf] *= alpha;
-            o_acc[mt][dt][2 * hf + 1] *= alpha;
-          }
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_scaled = m_i[mt][hf] == -kInf() ? 0.f : m_i[mt][hf] * rq[mt][hf];
-        const float c0 = rq[mt][hf] * sk0, c1 = rq[mt][hf] * sk1;
-        float rs = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float c = nt < kNT / 2 ? c0 : c1;
-          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], c, -m_scaled));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], c, -m_scaled));
-          s[mt][nt][2 * hf] = p0;
-          s[mt][nt][2 * hf + 1] = p1;
-          rs += p0 + p1;
-        }
-        l_i[mt][hf] += rs;
-      }
+    online_softmax_step(
+        s, tile_max, moved, m_i, l_i, o_acc, [&](int mt, int hf) { return rq[mt][hf]; },
+        [&](int mt, int hf, int nt) { return rq[mt][hf] * (nt < kNT / 2 ? sk0 : sk1); });
 
     // O += P V8 over the tile's two 16-key chunks; V^T rows are channels, bytes are permuted keys.
 #pragma unroll

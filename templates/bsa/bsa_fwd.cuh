@@ -21,6 +21,8 @@
 #include "bsa/bsa_fwd_params.cuh"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
+#include "common/online_softmax.cuh"
+#include "common/tile_loader.cuh"
 
 namespace attnjit::kernels {
 
@@ -48,35 +50,9 @@ struct BsaFwdConfig {
   static constexpr int kPitchV = DV + 8;
   static constexpr bool kQInRegs = D <= 96 || kMT == 1;
   static constexpr int kSmemBytes = (BM * kPitchK + 2 * BN * kPitchK + 2 * BN * kPitchV) * 2;
+  static_assert(kSmemBytes == bsa_fwd_smem_bytes(D, DV, BM, BN) && kThreads == bsa_fwd_threads(WARPS),
+                "bsa_fwd: the host's launch geometry (bsa_fwd_params.cuh) matches the kernel's layout");
 };
-
-// ROWS rows of COLS 16-bit elements from base[row * stride] into smem (pitch PITCH), rows >= valid
-// zero-filled, through cp.async (the caller commits).
-template <int THREADS, int ROWS, int COLS, int PITCH, typename T>
-__device__ __forceinline__ void bsa_load_rows(T* smem, const T* base, long long stride, int valid) {
-  constexpr int kChunks = COLS / 8;
-  if constexpr (THREADS % kChunks == 0 && ROWS % (THREADS / kChunks) == 0) {
-    constexpr int kRowStep = THREADS / kChunks;
-    const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
-    const T* src = base + row0 * stride + ch * 8;
-    T* dst = smem + row0 * PITCH + ch * 8;
-    const long long step = kRowStep * stride;
-#pragma unroll
-    for (int it = 0; it < ROWS / kRowStep; ++it) {
-      const bool ok = row0 + it * kRowStep < valid;
-      cp_async_16(dst + it * kRowStep * PITCH, ok ? src + it * step : base, ok);
-    }
-  } else {
-#pragma unroll
-    for (int it = 0; it < (ROWS * kChunks + THREADS - 1) / THREADS; ++it) {
-      const int idx = it * THREADS + threadIdx.x;
-      if (ROWS * kChunks % THREADS != 0 && idx >= ROWS * kChunks) break;
-      const int row = idx / kChunks, ch = idx % kChunks;
-      const bool ok = row < valid;
-      cp_async_16(smem + row * PITCH + ch * 8, ok ? base + row * stride + ch * 8 : base, ok);
-    }
-  }
-}
 
 // The stream of key tiles of one row's active blocks [u_begin, u_end): (n0, valid) per tile, valid = 0
 // after the last. Uniform across the CTA. Block indices are prefetched two blocks ahead, block lengths
@@ -209,8 +185,8 @@ __global__ void __launch_bounds__(WARPS * 32) bsa_fwd(const __grid_constant__ Bs
     int n0, valid;
     ts.next(n0, valid);
     if (valid > 0) {
-      bsa_load_rows<kThreads, BN, D, kPK>(sKbuf + slot * BN * kPK, kb + n0 * p.k_ss, p.k_ss, valid);
-      bsa_load_rows<kThreads, BN, DV, kPV>(sVbuf + slot * BN * kPV, vb + n0 * p.v_ss, p.v_ss, valid);
+      load_rows_affine<kThreads, BN, D, kPK>(sKbuf + slot * BN * kPK, kb + n0 * p.k_ss, p.k_ss, valid);
+      load_rows_affine<kThreads, BN, DV, kPV>(sVbuf + slot * BN * kPV, vb + n0 * p.v_ss, p.v_ss, valid);
     }
     if (slot == 0) {
       n0_buf0 = n0;
@@ -221,7 +197,7 @@ __global__ void __launch_bounds__(WARPS * 32) bsa_fwd(const __grid_constant__ Bs
     }
     cp_async_commit();
   };
-  bsa_load_rows<kThreads, BM, D, kPK>(sQ, qb, p.q_ss, p.s_q - i0);
+  load_rows_affine<kThreads, BM, D, kPK>(sQ, qb, p.q_ss, p.s_q - i0);
   issue_kv(0);  // group 0: Q and tile 0
   issue_kv(1);
   cp_async_wait<1>();
@@ -289,53 +265,19 @@ __global__ void __launch_bounds__(WARPS * 32) bsa_fwd(const __grid_constant__ Bs
             if (nt * 8 + 2 * (lane % 4) + (e & 1) >= valid) s[mt][nt][e] = -kInf();
     }
 
-    // Online softmax with lazy rescaling (see gqa_fwd.cuh): every tile has a visible key in every row.
+    // Online softmax with lazy rescaling (common/online_softmax.cuh): every tile has a visible key in every row.
     float tile_max[kMT][2];
     bool moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = -kInf();
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        tile_max[mt][hf] = mx;
-        moved = moved || mx * score_scale > m_i[mt][hf] * score_scale + 8.f;
+        tile_max[mt][hf] = softmax_quad_max(softmax_thread_max(s[mt], hf));
+        moved = moved || softmax_moves(tile_max[mt][hf], m_i[mt][hf], score_scale);
       }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const float m_new = fmaxf(m_i[mt][hf], tile_max[mt][hf]);
-          const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[mt][hf] - m_new) * score_scale);
-          m_i[mt][hf] = m_new;
-          l_i[mt][hf] *= alpha;
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            o_acc[mt][dt][2 * hf] *= alpha;
-            o_acc[mt][dt][2 * hf + 1] *= alpha;
-          }
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_scaled = m_i[mt][hf] == -kInf() ? 0.f : m_i[mt][hf] * score_scale;
-        float rs = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], score_scale, -m_scaled));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], score_scale, -m_scaled));
-          s[mt][nt][2 * hf] = p0;
-          s[mt][nt][2 * hf + 1] = p1;
-          rs += p0 + p1;
-        }
-        l_i[mt][hf] += rs;
-      }
+    online_softmax_step(
+        s, tile_max, moved, m_i, l_i, o_acc, [&](int, int) { return score_scale; },
+        [&](int, int, int) { return score_scale; });
 
     // O += P V.
 #pragma unroll

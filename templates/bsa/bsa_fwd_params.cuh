@@ -2,8 +2,16 @@
 // host planner and the device code (plain types only). Strides are in elements, along the logical axes
 // (b, h, s) whatever the layout. (bsa_fp8_fwd has its own: bsa_fp8_fwd_params.cuh.)
 #pragma once
+#include "common/host_device.cuh"
 
 namespace attnjit::kernels {
+
+// Geometry of a bsa_fwd CTA (BsaFwdConfig static_asserts its layout against these): WARPS warps; Q, and
+// double-buffered K and V, in 16-bit rows padded by 8 elements (conflict-free ldmatrix).
+ATTNJIT_HD constexpr int bsa_fwd_threads(int warps) { return warps * 32; }
+ATTNJIT_HD constexpr int bsa_fwd_smem_bytes(int D, int DV, int BM, int BN) {
+  return (BM * (D + 8) + 2 * BN * (D + 8) + 2 * BN * (DV + 8)) * 2;
+}
 
 struct BsaFwdParams {
   const void* q;  // [B, H_q, S_q, D] (any layout: strides)

@@ -11,19 +11,16 @@
 // Pipeline: K and V tiles are double-buffered; the loads of tile t + 2 are issued as soon as every warp
 // is done with tile t, so each load has a whole tile of compute to land.
 #pragma once
+#include "common/band_mask.cuh"
+#include "common/kv_rows.cuh"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
+#include "common/online_softmax.cuh"
+#include "common/tile_loader.cuh"
 #include "dense/gqa_fwd_params.cuh"
 #include "dense/varlen_tile.cuh"
 
 namespace attnjit::kernels {
-
-// Where the keys of request b live (KV_MODE): dense [B, S_kv, H_kv, D]; packed [T_kv, H_kv, D] with
-// cu_kv offsets; or paged: key j is pool row (page_table[b, j / page_size], j % page_size) and kv_len
-// comes from kv_lens[b].
-// Paged-append (3): keys below kv_lens[b] are paged pool rows, the rest this call's new rows
-// (gqa_prefill_paged_append).
-enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2, kKvPagedAppend = 3 };
 
 template <typename T_, typename TQ_, typename TKV_, int D_, int BM_, int BN_, int WARPS_, bool CAUSAL_, bool WINDOW_,
           bool SOFTCAP_, int ROPE_, bool VARLEN_, int KV_MODE_, bool SINKS_, bool SPLIT_>
@@ -74,253 +71,9 @@ struct GqaFwdConfig {
   // reads, the limiting resource of mma.sync attention) where the register budget allows it.
   static constexpr bool kQInRegs = kRope == 0 && (D <= 96 || kMT == 1);
   static constexpr int kSmemBytes = kSmemRows * kPitch * static_cast<int>(sizeof(T));
+  static_assert(kSmemBytes == gqa_fwd_smem_bytes(D, BM, BN, kRope != 0) && kThreads == gqa_fwd_threads(WARPS),
+                "gqa_fwd: the host's launch geometry (gqa_fwd_params.cuh) matches the kernel's layout");
 };
-
-// Element offset of (row, col) in a shared-memory tile of Cfg::kPitch-element rows. Swizzled layout
-// (Cfg::kSwizzle): the 16-byte chunk c of row r sits at chunk (c ^ r) % 8 of its 128-byte group, so a
-// cp.async row segment fills whole aligned 128-byte lines, while the eight rows an ldmatrix phase reads
-// at one logical chunk still fall in eight different bank groups. The padded layout (D + 8 elements per
-// row) is conflict-free for ldmatrix too, but its rows start off the 128-byte lines: every 128-byte
-// cp.async segment then spans two lines (H200 ncu at D 256: 2.6x the ideal shared-store wavefronts).
-template <typename Cfg>
-__device__ __forceinline__ int tile_at(int row, int col) {
-  if constexpr (Cfg::kSwizzle) {
-    const int c = col >> 3;
-    return row * Cfg::kPitch + ((((c ^ row) & 7) | (c & ~7)) << 3) + (col & 7);
-  } else {
-    return row * Cfg::kPitch + col;
-  }
-}
-// ldmatrix addressing. A lane reads logical chunk c + k of its row, c in {0, 1} (lane-dependent) and k
-// even (compile-time after unrolling). lane_addr is the shared address of chunk c of the lane's row
-// (swizzled: c ^ row % 8). (c + k) = (c | k), so chunk c + k is at lane_addr ^ 16 (k % 8) + 16 (k - k % 8):
-// an XOR with an immediate and an immediate offset, since rows start on 128-byte boundaries. Further
-// rows at multiples of 8 add their offset afterwards.
-template <typename Cfg>
-__device__ __forceinline__ unsigned lane_addr(const typename Cfg::T* tile, int row, int c) {
-  return smem_addr(tile + row * Cfg::kPitch) + ((Cfg::kSwizzle ? (c ^ (row & 7)) : c) << 4);
-}
-template <typename Cfg>
-__device__ __forceinline__ unsigned chunk_addr(unsigned lane, int k) {
-  return Cfg::kSwizzle ? (lane ^ static_cast<unsigned>((k & 7) << 4)) + ((k & ~7) << 4) : lane + (k << 4);
-}
-
-// Loads ROWS rows of D elements into shared memory. row_ptr(row) gives the row's global address, or
-// nullptr for a row outside the problem (zero-filled). 16-bit rows go through cp.async (the caller
-// commits and waits); e4m3 rows are converted to T synchronously. Every e4m3 value is exact in fp16
-// and bf16, so the dequantisation scales are not applied here but folded, exactly, into the logit
-// scale (q_scale * k_scale) and the output (v_scale).
-template <typename Cfg, typename TIn, int ROWS, typename RowPtr>
-__device__ __forceinline__ void load_tile(typename Cfg::T* smem, RowPtr row_ptr) {
-  using T = typename Cfg::T;
-  if constexpr (sizeof(TIn) == 2) {
-    constexpr int kChunks = Cfg::D / 8;
-    if constexpr (Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
-      // NOTE: each thread keeps one 16-byte column and walks rows: fully unrolled, no divisions.
-      constexpr int kRowStep = Cfg::kThreads / kChunks;
-      const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
-#pragma unroll
-      for (int it = 0; it < ROWS / kRowStep; ++it) {
-        const int row = row0 + it * kRowStep;
-        const auto* src = row_ptr(row);
-        cp_async_16(smem + tile_at<Cfg>(row, ch * 8), src ? src + ch * 8 : nullptr, src != nullptr);
-      }
-    } else {
-#pragma unroll
-      for (int it = 0; it < (ROWS * kChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++it) {
-        const int idx = it * Cfg::kThreads + threadIdx.x;
-        if (ROWS * kChunks % Cfg::kThreads != 0 && idx >= ROWS * kChunks) break;
-        const int row = idx / kChunks, ch = idx % kChunks;
-        const auto* src = row_ptr(row);
-        cp_async_16(smem + tile_at<Cfg>(row, ch * 8), src ? src + ch * 8 : nullptr, src != nullptr);
-      }
-    }
-  } else {
-    constexpr int kChunks = Cfg::D / 16;
-    for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += Cfg::kThreads) {
-      const int row = idx / kChunks, ch = idx % kChunks;
-      const auto* src = row_ptr(row);
-      uint4 raw = make_uint4(0, 0, 0, 0);
-      if (src) raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(src) + ch * 16);
-      const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
-      unsigned out[8];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 lo = e4m3x2_to_float2(static_cast<unsigned short>(w[q] & 0xFFFF));
-        const float2 hi = e4m3x2_to_float2(static_cast<unsigned short>(w[q] >> 16));
-        out[2 * q] = MmaOp<T>::pack(lo.x, lo.y);
-        out[2 * q + 1] = MmaOp<T>::pack(hi.x, hi.y);
-      }
-      *reinterpret_cast<uint4*>(smem + tile_at<Cfg>(row, ch * 16)) = make_uint4(out[0], out[1], out[2], out[3]);
-      *reinterpret_cast<uint4*>(smem + tile_at<Cfg>(row, ch * 16 + 8)) = make_uint4(out[4], out[5], out[6], out[7]);
-    }
-  }
-}
-
-// Loads ROWS rows base[row * stride], rows >= valid_rows zero-filled: the K and V tiles. The same as
-// load_tile, with the row address affine in the row so that the unrolled loop only adds offsets.
-template <typename Cfg, int ROWS>
-__device__ __forceinline__ void load_tile_affine(typename Cfg::T* smem, const typename Cfg::TKV* base, long long stride,
-                                                 int valid_rows) {
-  constexpr int kElems = Cfg::kFp8KV ? 16 : 8;  // elements per 16-byte global chunk
-  constexpr int kChunks = Cfg::D / kElems;
-  if constexpr (!Cfg::kFp8KV && Cfg::kThreads % kChunks == 0 && ROWS % (Cfg::kThreads / kChunks) == 0) {
-    constexpr int kRowStep = Cfg::kThreads / kChunks;
-    // A thread's rows share row % 8 when kRowStep is a multiple of 8: then its swizzled chunk is fixed.
-    constexpr bool kFixedChunk = !Cfg::kSwizzle || kRowStep % 8 == 0;
-    const int ch = threadIdx.x % kChunks, row0 = threadIdx.x / kChunks;
-    const typename Cfg::TKV* src = base + row0 * stride + ch * kElems;
-    typename Cfg::T* dst = smem + tile_at<Cfg>(row0, ch * kElems);
-    const long long step = kRowStep * stride;
-#pragma unroll
-    for (int it = 0; it < ROWS / kRowStep; ++it) {
-      const bool valid = row0 + it * kRowStep < valid_rows;
-      typename Cfg::T* d =
-          kFixedChunk ? dst + it * kRowStep * Cfg::kPitch : smem + tile_at<Cfg>(row0 + it * kRowStep, ch * kElems);
-      cp_async_16(d, valid ? src + it * step : base, valid);
-    }
-  } else {
-    load_tile<Cfg, typename Cfg::TKV, ROWS>(smem, [&](int row) -> const typename Cfg::TKV* {
-      return row < valid_rows ? base + row * stride : nullptr;
-    });
-  }
-}
-
-// Paged 16-bit K and V tiles together (KV modes 2 and 3). Each thread keeps one 16-byte column and
-// walks rows row0 + it * kRowStep, so a row's page lookup (an integer division and a page-table read)
-// is done once for both K and V, and one tile ahead (PagedRows), so that the page-table reads of the
-// next tile land while this one is computed instead of stalling the loads.
-template <typename Cfg, int ROWS>
-struct PagedRows {
-  static constexpr int kChunks = Cfg::D / 8;
-  static constexpr int kRowStep = Cfg::kThreads >= kChunks ? Cfg::kThreads / kChunks : 1;
-  static constexpr int kColSteps = Cfg::kThreads >= kChunks ? 1 : kChunks / Cfg::kThreads;
-  static constexpr int kIters = (ROWS + kRowStep - 1) / kRowStep;
-  int page[kIters];  // pool page of the row, -1: not a pool row
-  int slot[kIters];
-  // Whole-tile fast paths (the same for every thread): 1 = every row is a pool row of one page (page
-  // tile_page from slot tile_slot); 2 = every row is a new row or past kv_len; 0 = per-row (page, slot).
-  int mode;
-  int tile_page, tile_slot;
-
-  __device__ __forceinline__ static int row0() { return Cfg::kThreads >= kChunks ? threadIdx.x / kChunks : 0; }
-  __device__ __forceinline__ static int ch0() { return threadIdx.x % (Cfg::kThreads >= kChunks ? kChunks : Cfg::kThreads); }
-
-  // Rows n0 + row with key j < old are pool rows; page-table entries are read for those only. A thread's
-  // rows are kRowStep apart: one division for the first, then the (page, slot) pair steps forward, and a
-  // page-table entry is read only when the page changes.
-  __device__ __forceinline__ void lookup(int n0, int old, const int* page_row, long long pt_sp, int page_size) {
-    static_assert(Cfg::kThreads % kChunks == 0 || kChunks % Cfg::kThreads == 0, "PagedRows: thread layout");
-    if (n0 >= old) {
-      mode = 2;
-      return;
-    }
-    const unsigned first_pg = static_cast<unsigned>(n0) / static_cast<unsigned>(page_size);
-    if (n0 + ROWS <= old && static_cast<unsigned>(n0 + ROWS - 1) / static_cast<unsigned>(page_size) == first_pg) {
-      mode = 1;
-      tile_page = page_row[first_pg * pt_sp];
-      tile_slot = n0 - static_cast<int>(first_pg) * page_size;
-      return;
-    }
-    mode = 0;
-    const int j0 = n0 + row0();
-    const unsigned ups = static_cast<unsigned>(page_size);
-    unsigned pg = static_cast<unsigned>(j0) / ups;
-    unsigned sl = static_cast<unsigned>(j0) - pg * ups;
-    unsigned cached_pg = 0xffffffffu;
-    int cached_page = 0;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      const int j = j0 + it * kRowStep;
-      page[it] = -1;
-      slot[it] = static_cast<int>(sl);
-      if (j < old && (ROWS % kRowStep == 0 || row0() + it * kRowStep < ROWS)) {
-        if (pg != cached_pg) {
-          cached_page = page_row[pg * pt_sp];
-          cached_pg = pg;
-        }
-        page[it] = cached_page;
-      }
-      sl += kRowStep;
-      while (sl >= ups) {  // NOTE: at most kRowStep / page_size + 1 steps
-        sl -= ups;
-        ++pg;
-      }
-    }
-  }
-};
-
-// Loads the K and V rows n0.. of a tile looked up in `pr`: pool rows, else new rows j - old for
-// old <= j < kv_len (append mode; old = kv_len otherwise), else zeros.
-template <typename Cfg, int ROWS>
-__device__ __forceinline__ void load_paged_kv_tile(typename Cfg::T* sK, typename Cfg::T* sV, const PagedRows<Cfg, ROWS>& pr,
-                                                   int n0, int old, int kv_len, const typename Cfg::T* kpool,
-                                                   const typename Cfg::T* vpool, long long k_ss, long long k_sp,
-                                                   long long v_ss, long long v_sp, const typename Cfg::T* knew,
-                                                   long long kn_ss, const typename Cfg::T* vnew, long long vn_ss) {
-  using PR = PagedRows<Cfg, ROWS>;
-  const int row0 = PR::row0(), ch0 = PR::ch0();
-#pragma unroll
-  for (int it = 0; it < PR::kIters; ++it) {
-    const int row = row0 + it * PR::kRowStep;
-    if (ROWS % PR::kRowStep != 0 && row >= ROWS) break;
-    const int j = n0 + row;
-    const typename Cfg::T *ks = nullptr, *vs = nullptr;
-    if (pr.page[it] >= 0) {
-      ks = kpool + pr.page[it] * k_sp + pr.slot[it] * k_ss;
-      vs = vpool + pr.page[it] * v_sp + pr.slot[it] * v_ss;
-    } else if (j >= old && j < kv_len) {
-      ks = knew + (j - old) * kn_ss;
-      vs = vnew + (j - old) * vn_ss;
-    }
-#pragma unroll
-    for (int cs = 0; cs < PR::kColSteps; ++cs) {
-      const int ch = ch0 + cs * Cfg::kThreads;
-      const int at = tile_at<Cfg>(row, ch * 8);
-      cp_async_16(sK + at, ks ? ks + ch * 8 : nullptr, ks != nullptr);
-      cp_async_16(sV + at, vs ? vs + ch * 8 : nullptr, vs != nullptr);
-    }
-  }
-}
-
-// Append mode (KV mode 3): loads ROWS key rows n0.. of one request. Key j < old is pool row
-// (page_table[j / page_size], j % page_size), dequantised from e4m3 as rnd(decode(x) * deq) when the
-// pool is e4m3; key old <= j < kv_len is new row j - old; later rows are zero.
-template <typename Cfg, int ROWS>
-__device__ __forceinline__ void load_append_tile(typename Cfg::T* smem, int n0, int old, int kv_len,
-                                                 const typename Cfg::TKV* pool, long long slot_stride,
-                                                 long long page_stride, const int* page_row, long long pt_sp, int page_size,
-                                                 const typename Cfg::T* fresh, long long fresh_stride, float deq) {
-  using T = typename Cfg::T;
-  constexpr int kChunks = Cfg::D / 8;
-  for (int idx = threadIdx.x; idx < ROWS * kChunks; idx += Cfg::kThreads) {
-    const int row = idx / kChunks, ch = idx % kChunks, j = n0 + row;
-    T* dst = smem + tile_at<Cfg>(row, ch * 8);
-    if (j >= kv_len) {
-      cp_async_16(dst, nullptr, false);
-    } else if (j >= old) {
-      cp_async_16(dst, fresh + (j - old) * fresh_stride + ch * 8, true);
-    } else {
-      const typename Cfg::TKV* src = pool + static_cast<long long>(page_row[(j / page_size) * pt_sp]) * page_stride +
-                                     (j % page_size) * slot_stride + ch * 8;
-      if constexpr (Cfg::kFp8KV) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(src);
-        const unsigned w[2] = {raw.x, raw.y};
-        unsigned out[4];
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const float2 lo = e4m3x2_to_float2(static_cast<unsigned short>(w[q] & 0xFFFF));
-          const float2 hi = e4m3x2_to_float2(static_cast<unsigned short>(w[q] >> 16));
-          out[2 * q] = MmaOp<T>::pack(lo.x * deq, lo.y * deq);
-          out[2 * q + 1] = MmaOp<T>::pack(hi.x * deq, hi.y * deq);
-        }
-        *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
-      } else {
-        cp_async_16(dst, src, true);
-      }
-    }
-  }
-}
 
 // Rotates the first R channels of ROWS shared-memory rows (SPEC.md §1.7) in fp32. The rotated value
 // is stored as hi = rnd(x) in `smem` and lo = rnd(x - hi) in `lo_tile`, so that the S = Q K^T products
@@ -394,17 +147,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
     tile = CAUSAL && !SPLIT ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
     q_len = p.s_q;
   }
-  if constexpr (KV_MODE == kKvDense) {
-    kv_len = p.s_kv;
-  } else if constexpr (KV_MODE == kKvPacked) {
-    kv_off = p.cu_kv[b];
-    kv_len = p.cu_kv[b + 1] - kv_off;
-  } else if constexpr (KV_MODE == kKvPaged) {
-    kv_len = p.kv_lens[b * p.kv_lens_s];
-  } else {
-    kv_old = p.kv_lens[b * p.kv_lens_s];
-    kv_len = kv_old + q_len;
-  }
+  kv_extent<KV_MODE>(p, b, q_len, kv_off, kv_len, kv_old);
   const int m_base = tile * BM;
   if (m_base >= q_len * g) return;
 
@@ -437,11 +180,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
   const int p_min = i_min + shift, p_max = i_max + shift;
   int lo = 0, hi = kv_len;
-  if constexpr (CAUSAL) hi = min(hi, p_max + 1);
-  if constexpr (WINDOW) {
-    if (p.window_left >= 0) lo = max(lo, p_min - p.window_left);
-    if (p.window_right >= 0) hi = min(hi, p_max + p.window_right + 1);
-  }
+  band_keys<CAUSAL, WINDOW>(p_min, p_max, p.window_left, p.window_right, lo, hi);
   int n_first = lo / BN * BN;
   int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
   if constexpr (SPLIT) {
@@ -652,6 +391,7 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 
     // Scores: raw dot products (the logit scale is applied inside exp2 below), or with softcap already
     // capped logits in the log2 domain. Masking only on tiles that cross the band's edges or kv_len.
+    // The band's edges as band_edge (common/band_mask.cuh) computes them, written out (see there).
     bool need_mask = n0 + BN > kv_len;
     if constexpr (CAUSAL) need_mask = need_mask || n0 + BN - 1 > p_min;
     if constexpr (WINDOW) {
@@ -670,67 +410,25 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
             if (need_mask) {
               const int j = n0 + wk0 + nt * 8 + 2 * (lane % 4) + (e & 1);
               const int pos = row_pos[mt][e >> 1];
-              bool visible = j < kv_len;
-              if constexpr (CAUSAL) visible = visible && j <= pos;
-              if constexpr (WINDOW) {
-                visible = visible && (p.window_left < 0 || j >= pos - p.window_left) &&
-                          (p.window_right < 0 || j <= pos + p.window_right);
-              }
-              if (!visible) x = -kInf();
+              if (!key_visible<CAUSAL, WINDOW>(j, pos, kv_len, p.window_left, p.window_right)) x = -kInf();
             }
             s[mt][nt][e] = x;
           }
     }
 
-    // Online softmax with lazy rescaling: a row's reference maximum m_i moves only when the tile's
-    // maximum exceeds it by more than 2^8 (probabilities up to 256 are exact enough in fp32 sums and
-    // 16-bit P), and O and l are rescaled only when some row of the warp moved.
+    // Online softmax with lazy rescaling (common/online_softmax.cuh).
     float tile_max[kMT][2];
     bool moved = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = -kInf();
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        tile_max[mt][hf] = mx;
-        moved = moved || mx * score_scale > m_i[mt][hf] * score_scale + 8.f;
+        tile_max[mt][hf] = softmax_quad_max(softmax_thread_max(s[mt], hf));
+        moved = moved || softmax_moves(tile_max[mt][hf], m_i[mt][hf], score_scale);
       }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const float m_new = fmaxf(m_i[mt][hf], tile_max[mt][hf]);
-          const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[mt][hf] - m_new) * score_scale);
-          m_i[mt][hf] = m_new;
-          l_i[mt][hf] *= alpha;
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            o_acc[mt][dt][2 * hf] *= alpha;
-            o_acc[mt][dt][2 * hf + 1] *= alpha;
-          }
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_scaled = m_i[mt][hf] == -kInf() ? 0.f : m_i[mt][hf] * score_scale;
-        float rs = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float p0 = fast_exp2(fmaf(s[mt][nt][2 * hf], score_scale, -m_scaled));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][2 * hf + 1], score_scale, -m_scaled));
-          s[mt][nt][2 * hf] = p0;
-          s[mt][nt][2 * hf + 1] = p1;
-          rs += p0 + p1;
-        }
-        l_i[mt][hf] += rs;
-      }
+    online_softmax_step(
+        s, tile_max, moved, m_i, l_i, o_acc, [&](int, int) { return score_scale; },
+        [&](int, int, int) { return score_scale; });
 
 
     // O += P V.

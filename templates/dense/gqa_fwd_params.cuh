@@ -1,8 +1,17 @@
 // Launch parameters of the gqa_fwd / gqa_varlen_fwd kernels, shared by the host planner and the device
 // code (plain types only). Strides are in elements.
 #pragma once
+#include "common/host_device.cuh"
 
 namespace attnjit::kernels {
+
+// Geometry of a gqa_fwd CTA (GqaFwdConfig static_asserts its layout against these). Threads: WARPS
+// warps. Dynamic shared memory: Q, double-buffered K and V, plus with RoPE the low parts of the rotated
+// Q and (double-buffered) K; 16-bit rows of D elements (swizzled) when D % 128 == 0, else D + 8.
+ATTNJIT_HD constexpr int gqa_fwd_threads(int warps) { return warps * 32; }
+ATTNJIT_HD constexpr int gqa_fwd_smem_bytes(int D, int BM, int BN, bool rope) {
+  return (BM + 4 * BN + (rope ? BM + 2 * BN : 0)) * (D % 128 == 0 ? D : D + 8) * 2;
+}
 
 struct GqaFwdParams {
   const void* q;  // dense [B, S_q, H, D]; varlen [T_q, H, D]

@@ -6,6 +6,7 @@
 // D <= 128 a warpgroup overlaps tile t + 1's S = Q K^T and softmax with tile t's P V (FlashAttention-3's
 // intra-warpgroup pipelining).
 #pragma once
+#include "hopper/ring_params.cuh"
 #include "hopper/sm90.cuh"
 
 namespace attnjit::kernels {
@@ -23,6 +24,7 @@ struct HopperRing {
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kStageBytes + 8 * 8 + kStages * 8 + 1024;
   static_assert(D % 64 == 0 && D <= 256, "HopperRing: D is 64, 128 or 256");
   static_assert(NWG == 1 || NWG == 2, "HopperRing: one or two consumer warpgroups");
+  static_assert(kSmemBytes == hopper_ring_smem_bytes(D, BN, NWG), "HopperRing: the host's geometry (ring_params.cuh)");
 
   unsigned char* q;
   unsigned char* k;

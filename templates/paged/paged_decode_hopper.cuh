@@ -28,7 +28,9 @@
 // H / H_kv <= 16, page size a multiple of 16, TMA-able pools; causal, windows and softcap (sinks: in the
 // combine).
 #pragma once
+#include "common/band_mask.cuh"
 #include "common/mma.cuh"
+#include "common/online_softmax.cuh"
 #include "dense/varlen_tile.cuh"
 #include "hopper/sm90.cuh"
 #include "paged/paged_decode_hopper_params.cuh"
@@ -94,11 +96,7 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
   const int i_min = m_base / G, i_max = min(q_len - 1, (m_base + kPdhRows - 1) / G);
   // The keys any row of the tile can see, in whole chunks, and this split's run of them.
   int lo = 0, hi = kv_len;
-  if constexpr (CAUSAL) hi = min(hi, i_max + shift + 1);
-  if constexpr (WINDOW) {
-    if (p.window_left >= 0) lo = max(lo, i_min + shift - p.window_left);
-    if (p.window_right >= 0) hi = min(hi, i_max + shift + p.window_right + 1);
-  }
+  band_keys<CAUSAL, WINDOW>(i_min + shift, i_max + shift, p.window_left, p.window_right, lo, hi);
   int c_first = lo / kPdhChunk, n_chunks = hi > c_first * kPdhChunk ? (hi - c_first * kPdhChunk + kPdhChunk - 1) / kPdhChunk : 0;
   {
     const int split = blockIdx.y, per = (n_chunks + p.n_splits - 1) / p.n_splits;
@@ -234,12 +232,8 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
       Mma::run(sc[1], qa[ks], bk[2], bk[3]);
     }
     // Softcap, masks (key inside the request and the row's causal / window band).
-    bool need_mask = valid < kPdhChunk;
-    if constexpr (CAUSAL) need_mask = need_mask || key0 + kPdhChunk - 1 > i_min + shift;
-    if constexpr (WINDOW) {
-      need_mask = need_mask || (p.window_left >= 0 && key0 < i_max + shift - p.window_left) ||
-                  (p.window_right >= 0 && key0 + kPdhChunk - 1 > i_min + shift + p.window_right);
-    }
+    const bool need_mask =
+        band_edge<CAUSAL, WINDOW, kPdhChunk>(valid < kPdhChunk, key0, i_min + shift, i_max + shift, p.window_left, p.window_right);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -249,56 +243,28 @@ __global__ void __launch_bounds__(kPdhThreads, 1) paged_decode_hopper(const __gr
         if (need_mask) {
           const int key = key0 + nt * 8 + 2 * tq + (e & 1);
           const int pos = row_pos[e >> 1];
-          bool visible = key < kv_len;
-          if constexpr (CAUSAL) visible = visible && key <= pos;
-          if constexpr (WINDOW) {
-            visible = visible && (p.window_left < 0 || key >= pos - p.window_left) &&
-                      (p.window_right < 0 || key <= pos + p.window_right);
-          }
-          if (!visible) x = -kInf();
+          if (!key_visible<CAUSAL, WINDOW>(key, pos, kv_len, p.window_left, p.window_right)) x = -kInf();
         }
         sc[nt][e] = x;
       }
     // K is in registers (consumed by the MMAs above): free its slot for the producer.
     __syncwarp();
     if (lane == 0) mbar_arrive(empty(sk));
-    // Online softmax (lazy: m moves only when a row's maximum grows by more than 2^8).
+    // Online softmax with lazy rescaling (common/online_softmax.cuh); l sums straight into l_i.
     float tmax[2];
     bool moved = false;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      float mx = fmaxf(fmaxf(sc[0][2 * hf], sc[0][2 * hf + 1]), fmaxf(sc[1][2 * hf], sc[1][2 * hf + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      tmax[hf] = mx;
-      moved = moved || mx * score_scale > m_i[hf] * score_scale + 8.f;
+      // NOTE: the two key tiles' maximum without the -inf start of softmax_thread_max.
+      tmax[hf] = softmax_quad_max(fmaxf(fmaxf(sc[0][2 * hf], sc[0][2 * hf + 1]), fmaxf(sc[1][2 * hf], sc[1][2 * hf + 1])));
+      moved = moved || softmax_moves(tmax[hf], m_i[hf], score_scale);
     }
     if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_new = fmaxf(m_i[hf], tmax[hf]);
-        const float alpha = m_new == -kInf() ? 1.f : fast_exp2((m_i[hf] - m_new) * score_scale);
-        m_i[hf] = m_new;
-        l_i[hf] *= alpha;
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          o_acc[dt][2 * hf] *= alpha;
-          o_acc[dt][2 * hf + 1] *= alpha;
-        }
-      }
+      for (int hf = 0; hf < 2; ++hf) softmax_rescale(m_i[hf], l_i[hf], o_acc, hf, tmax[hf], score_scale);
     }
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const float ms = m_i[hf] == -kInf() ? 0.f : m_i[hf] * score_scale;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const float p0 = fast_exp2(fmaf(sc[nt][2 * hf], score_scale, -ms));
-        const float p1 = fast_exp2(fmaf(sc[nt][2 * hf + 1], score_scale, -ms));
-        sc[nt][2 * hf] = p0;
-        sc[nt][2 * hf + 1] = p1;
-        l_i[hf] += p0 + p1;
-      }
-    }
+    for (int hf = 0; hf < 2; ++hf) softmax_exp(sc, hf, m_i[hf], score_scale, [&](int) { return score_scale; }, l_i[hf]);
     mbar_wait(full(sv), phase_of(2 * st + 1));
     if (valid < kPdhChunk) {
       // Zero V's garbage rows of this head (P is 0 there, but 0 * NaN is not).

@@ -207,7 +207,7 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k) {
   jit::KernelSpec s;
   s.op = op;
-  s.template_file = "hopper/gqa_fwd_hopper.cuh";
+  s.template_file = "dense/gqa_fwd_hopper.cuh";
   s.entry = fmt::format("attnjit::kernels::gqa_fwd_hopper<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
                         k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, static_cast<int>(k.kv_mode), k.sinks);
   s.fields = {{"backend", "hopper"},
@@ -277,7 +277,7 @@ void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, co
   lc.grid_x = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
   lc.grid_y = static_cast<unsigned>(H_kv);
   lc.grid_z = k.varlen ? 1u : static_cast<unsigned>(batch);
-  lc.threads = 384;
+  lc.threads = static_cast<unsigned>(k.threads());
   lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
   lc.stream = stream;
   kernels::GqaFwdHopperParams params = hp;
@@ -364,7 +364,7 @@ void launch_attention(const char* op, const jit::LoadedKernel& kernel, const Att
     lc.grid_z = static_cast<unsigned>(batch * n_splits);
   }
   lc.grid_y = static_cast<unsigned>(H_kv);
-  lc.threads = k.warps * 32;
+  lc.threads = static_cast<unsigned>(k.threads());
   lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
   lc.stream = stream;
   kernels::GqaFwdParams params = p;

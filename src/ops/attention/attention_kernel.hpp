@@ -9,7 +9,7 @@
 
 #include "attnjit/tensor.hpp"
 #include "dense/gqa_fwd_params.cuh"
-#include "hopper/gqa_fwd_hopper_params.cuh"
+#include "dense/gqa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/attention/gqa_call.hpp"
@@ -34,11 +34,8 @@ struct AttentionKernelChoice {
   RopeLayout rope = RopeLayout::kNone;
   std::string arch;
 
-  // Must equal GqaFwdConfig::kSmemBytes: Q, double-buffered K and V, plus with RoPE the low parts of the
-  // rotated Q and (double-buffered) K; rows of D elements (swizzled) when D % 128 == 0, else D + 8.
-  int smem_bytes() const {
-    return (BM + 4 * BN + (rope != RopeLayout::kNone ? BM + 2 * BN : 0)) * (D % 128 == 0 ? D : D + 8) * 2;
-  }
+  int smem_bytes() const { return kernels::gqa_fwd_smem_bytes(D, BM, BN, rope != RopeLayout::kNone); }
+  int threads() const { return kernels::gqa_fwd_threads(warps); }
 };
 
 // Picks tiles for head dim D (or applies the "BMxBNxWARPS" tuning override) and records the flags of
@@ -60,16 +57,15 @@ int ctas_per_sm(const AttentionKernelChoice& k);
 // planners check hopper_attention_gap); every other caller gets Unsupported for it, naming the op.
 void check_attention_backend(const char* op, detail::Backend backend, const std::string& arch);
 
-// ---- hopper backend (templates/hopper/gqa_fwd_hopper.cuh): gqa_fwd and gqa_varlen_fwd on sm_90a ----
+// ---- hopper backend (templates/dense/gqa_fwd_hopper.cuh): gqa_fwd and gqa_varlen_fwd on sm_90a ----
 struct HopperAttentionChoice {
   DType dtype = DType::kBF16;
   int D = 0, BN = 0;
   bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
   KvMode kv_mode = KvMode::kDense;  // dense, packed (varlen) or paged (gqa_paged_fwd's prefill path)
   std::string arch;
-  // Must equal HopperRing<D, BN>::kSmemBytes: Q (128 rows), two stages of K and V, barriers, records,
-  // alignment.
-  int smem_bytes() const { return 128 * D * 2 + 4 * BN * D * 2 + 64 + 16 + 1024; }
+  int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN); }
+  int threads() const { return kernels::gqa_fwd_hopper_threads(); }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can): sm_90a only,
 // 16-bit q/k/v with the output in the same dtype, D 64/128/256, no RoPE.

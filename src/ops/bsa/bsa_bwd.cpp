@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "bsa/bsa_bwd_params.cuh"
-#include "hopper/bsa_bwd_hopper_params.cuh"
+#include "bsa/bsa_bwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -145,7 +145,7 @@ jit::KernelSpec spec_of(const std::string& what, const std::string& entry,
   return s;
 }
 
-// hopper: the main kernel is the hopper backend's (templates/hopper/bsa_bwd_hopper.cuh); the prep, route,
+// hopper: the main kernel is the hopper backend's (templates/bsa/bsa_bwd_hopper.cuh); the prep, route,
 // scan and dq kernels are the portable ones either way.
 BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch, bool hopper = false) {
   const std::string t(device_type(dt)), dn(dtype_name(dt));
@@ -168,7 +168,7 @@ BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch, bo
     fields.push_back({"sparse_block_size", std::to_string(bs)});
     k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_hopper<{}, {}, {}>", t, D, bs), fields,
                      fmt::format("{}.hopper.{}.d{}.bs{}", kOp, dn, D, bs), arch);
-    k.main.template_file = "hopper/bsa_bwd_hopper.cuh";
+    k.main.template_file = "bsa/bsa_bwd_hopper.cuh";
     k.main.fields[0].second = "hopper";
   }
   return k;

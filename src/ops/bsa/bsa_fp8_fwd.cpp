@@ -1,6 +1,6 @@
 // bsa_fp8_fwd (SPEC.md §2.6): configuration, validation, the CPU reference plan and the kernel plan
 // (quantisation pre-pass + e4m3 attention: templates/bsa/bsa_fp8_fwd.cuh, and on sm_90a the FP8 wgmma
-// attention of templates/hopper/bsa_fp8_fwd_hopper.cuh) with its plan workspace.
+// attention of templates/bsa/bsa_fp8_fwd_hopper.cuh) with its plan workspace.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "bsa/bsa_fp8_fwd_params.cuh"
-#include "hopper/bsa_fp8_fwd_hopper_params.cuh"
+#include "bsa/bsa_fp8_fwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -101,7 +101,7 @@ jit::KernelSpec prepass_spec(const std::string& which, const std::string& arch) 
 jit::KernelSpec attention_spec(bool hopper, bool has_nums, int bsz_rank, const std::string& arch) {
   jit::KernelSpec s;
   s.op = kFp8Op;
-  s.template_file = hopper ? "hopper/bsa_fp8_fwd_hopper.cuh" : kTemplate;
+  s.template_file = hopper ? "bsa/bsa_fp8_fwd_hopper.cuh" : kTemplate;
   s.entry = fmt::format("attnjit::kernels::{}<{}, {}>", hopper ? "bsa8_attention_hopper" : "bsa8_attention", has_nums,
                         bsz_rank);
   s.fields = {{"backend", hopper ? "hopper" : "portable"},

@@ -115,7 +115,7 @@ BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch) {
 jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
   jit::KernelSpec s;
   s.op = "bsa_fwd";
-  s.template_file = "hopper/bsa_fwd_hopper.cuh";
+  s.template_file = "bsa/bsa_fwd_hopper.cuh";
   s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.bs,
                         k.has_nums, k.bsz_rank);
   s.fields = {{"backend", "hopper"},
@@ -187,7 +187,7 @@ void launch_bsa_fwd(const char* op, const jit::LoadedKernel& kernel, const BsaFw
   lc.grid_x = static_cast<unsigned>(in.N_q * splits);
   lc.grid_y = static_cast<unsigned>(in.H_q);
   lc.grid_z = static_cast<unsigned>(in.B);
-  lc.threads = k.warps * 32;
+  lc.threads = static_cast<unsigned>(k.threads());
   lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
   lc.stream = stream;
   kernels::BsaFwdParams params = p;

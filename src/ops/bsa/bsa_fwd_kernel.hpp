@@ -7,7 +7,7 @@
 
 #include "attnjit/tensor.hpp"
 #include "bsa/bsa_fwd_params.cuh"
-#include "hopper/bsa_fwd_hopper_params.cuh"
+#include "bsa/bsa_fwd_hopper_params.cuh"
 #include "jit/kernel_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "ops/bsa/bsa_common.hpp"
@@ -22,8 +22,8 @@ struct BsaFwdKernelChoice {
   int bsz_rank = 0;
   bool split = false;
   std::string arch;
-  // = BsaFwdConfig::kSmemBytes: Q, double-buffered K and V.
-  int smem_bytes() const { return (BM * (D + 8) + 2 * BN * (D + 8) + 2 * BN * (Dv + 8)) * 2; }
+  int smem_bytes() const { return kernels::bsa_fwd_smem_bytes(D, Dv, BM, BN); }
+  int threads() const { return kernels::bsa_fwd_threads(warps); }
 };
 
 // Tiles: one CTA per query block (BM = bs) with 32 rows per warp (bs 128: 4 warps, bs 64: 2 warps);
@@ -36,16 +36,15 @@ jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arc
 // The portable backend serves sm_80+; 'hopper' is not built (Unsupported, naming the op).
 void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch);
 
-// ---- hopper backend (templates/hopper/bsa_fwd_hopper.cuh): sm_90a, block size 64 or 128, D = D_v in {64, 128} ----
+// ---- hopper backend (templates/bsa/bsa_fwd_hopper.cuh): sm_90a, block size 64 or 128, D = D_v in {64, 128} ----
 struct BsaHopperChoice {
   DType dtype = DType::kBF16;
   int D = 0, bs = 128;
   bool has_nums = false;
   int bsz_rank = 0;
   std::string arch;
-  int threads() const { return (bs / 64 + 1) * 128; }
-  // = HopperRing<D, bs, bs / 64>::kSmemBytes.
-  int smem_bytes() const { return bs * D * 2 + 4 * bs * D * 2 + 64 + 16 + 1024; }
+  int threads() const { return kernels::bsa_fwd_hopper_threads(bs); }
+  int smem_bytes() const { return kernels::bsa_fwd_hopper_smem_bytes(D, bs); }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can).
 std::string bsa_hopper_gap(const BsaCall& in, bool split_requested, const std::string& arch);

@@ -24,7 +24,7 @@
 // dQ accumulates with fp32 atomics and the list order comes from atomic cursors: not bitwise deterministic.
 #pragma once
 #include "bsa/bsa_bwd.cuh"
-#include "hopper/bsa_bwd_hopper_params.cuh"
+#include "bsa/bsa_bwd_hopper_params.cuh"
 #include "hopper/attention_core.cuh"  // hold_regs, sm90.cuh
 
 namespace attnjit::kernels {

@@ -1,4 +1,4 @@
-// Launch parameters of the hopper bsa_bwd main kernel (templates/hopper/bsa_bwd_hopper.cuh): the
+// Launch parameters of the hopper bsa_bwd main kernel (templates/bsa/bsa_bwd_hopper.cuh): the
 // portable backward's parameters (the prep, route, scan and dq kernels are shared) plus the TMA maps of
 // K and V (4-d: D, KV head, key row, batch; boxes of 64 columns by BS rows) and of Q and dO (D, query
 // head, query row, batch; boxes of 64 columns by 64 rows), all with the 128-byte swizzle.

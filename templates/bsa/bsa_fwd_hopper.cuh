@@ -11,7 +11,7 @@
 #pragma once
 #include "bsa/bsa_fwd.cuh"
 #include "hopper/attention_core.cuh"
-#include "hopper/bsa_fwd_hopper_params.cuh"
+#include "bsa/bsa_fwd_hopper_params.cuh"
 
 namespace attnjit::kernels {
 
@@ -24,6 +24,9 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   using Mma = MmaOp<T>;
   const BsaFwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
+  static_assert(HopperRing<D, BN, NWG>::kSmemBytes == bsa_fwd_hopper_smem_bytes(D, BS) &&
+                    (BS / 64 + 1) * 128 == bsa_fwd_hopper_threads(BS),
+                "bsa_fwd_hopper: the host's launch geometry (bsa_fwd_hopper_params.cuh)");
   const HopperRing<D, BN, NWG> ring(smem_raw);
 
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;

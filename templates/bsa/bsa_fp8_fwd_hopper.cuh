@@ -23,7 +23,7 @@
 #pragma once
 #include "bsa/bsa_fp8_fwd.cuh"
 #include "hopper/attention_core.cuh"  // hold_regs
-#include "hopper/bsa_fp8_fwd_hopper_params.cuh"
+#include "bsa/bsa_fp8_fwd_hopper_params.cuh"
 #include "hopper/sm90.cuh"
 
 namespace attnjit::kernels {

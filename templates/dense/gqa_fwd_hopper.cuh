@@ -15,9 +15,11 @@
 // O += P V as BN/16 wgmma with P from registers and V N-major in shared memory. The two warpgroups
 // interleave naturally: while one does its softmax, the other's MMAs run.
 #pragma once
+#include "common/band_mask.cuh"
+#include "common/kv_rows.cuh"
 #include "dense/gqa_fwd.cuh"
 #include "hopper/attention_core.cuh"
-#include "hopper/gqa_fwd_hopper_params.cuh"
+#include "dense/gqa_fwd_hopper_params.cuh"
 
 namespace attnjit::kernels {
 
@@ -92,11 +94,13 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   constexpr int BM = 128, kDT = D / 8;
   const GqaFwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
+  static_assert(HopperRing<D, BN>::kSmemBytes == gqa_fwd_hopper_smem_bytes(D, BN) && gqa_fwd_hopper_threads() == 384,
+                "gqa_fwd_hopper: the host's launch geometry (gqa_fwd_hopper_params.cuh)");
   const HopperRing<D, BN> ring(smem_raw);
 
   const int r = blockIdx.y;  // KV head
   const int g = p.group;
-  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len;
+  int b, tile, q_off = 0, kv_off = 0, q_len, kv_len, kv_old = 0;
   if constexpr (VARLEN) {
     if (!find_varlen_tile<BM>(p, b, tile)) return;
     q_off = p.cu_q[b];
@@ -106,14 +110,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
     tile = blockIdx.x;
     q_len = p.s_q;
   }
-  if constexpr (KV_MODE == kKvDense) {
-    kv_len = p.s_kv;
-  } else if constexpr (KV_MODE == kKvPaged) {
-    kv_len = p.kv_lens[b * p.kv_lens_s];
-  } else {
-    kv_off = p.cu_kv[b];
-    kv_len = p.cu_kv[b + 1] - kv_off;
-  }
+  kv_extent<KV_MODE>(p, b, q_len, kv_off, kv_len, kv_old);
   const int m_base = tile * BM;
   if (m_base >= q_len * g) return;
 
@@ -123,11 +120,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
   const int p_min = i_min + shift, p_max = i_max + shift;
   int lo = 0, hi = kv_len;
-  if constexpr (CAUSAL) hi = min(hi, p_max + 1);
-  if constexpr (WINDOW) {
-    if (p.window_left >= 0) lo = max(lo, p_min - p.window_left);
-    if (p.window_right >= 0) hi = min(hi, p_max + p.window_right + 1);
-  }
+  band_keys<CAUSAL, WINDOW>(p_min, p_max, p.window_left, p.window_right, lo, hi);
   const int n_first = lo / BN * BN;
   const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
 
@@ -176,6 +169,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   HopperSoftmaxState<D> st;
   st.init();
   auto need = [&](int n0, int) {
+    // The band's edges as band_edge (common/band_mask.cuh) computes them, written out (see there).
     bool need_mask = n0 + BN > kv_len;
     if constexpr (CAUSAL) need_mask = need_mask || n0 + BN - 1 > p_min;
     if constexpr (WINDOW) {
@@ -185,13 +179,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
     return need_mask;
   };
   auto visible = [&](int n0, int, int hf, int jl) {
-    const int j = n0 + jl, pos = row_pos[hf];
-    bool vis = j < kv_len;
-    if constexpr (CAUSAL) vis = vis && j <= pos;
-    if constexpr (WINDOW) {
-      vis = vis && (p.window_left < 0 || j >= pos - p.window_left) && (p.window_right < 0 || j <= pos + p.window_right);
-    }
-    return vis;
+    return key_visible<CAUSAL, WINDOW>(n0 + jl, row_pos[hf], kv_len, p.window_left, p.window_right);
   };
   hopper_mainloop<T, D, BN, SOFTCAP, 2>(ring, wg, num_tiles, need, visible, score_scale, p.softcap_log2,
                                         p.softcap_inv_scale, st);
