@@ -29,7 +29,7 @@ constexpr int kPdhRows = 16;                               // (query, head of th
 // H_kv heads: 8 x 16 x D x 2 bytes (the warps cover H_kv heads x 8 / H_kv chunks).
 ATTNJIT_PDH_HD constexpr int pdh_half_bytes(int D) { return kPdhConsumerWarps * kPdhChunk * D * 2; }
 // Ring slots (halves): 3 x 32 KB at D 128, 6 x 16 KB at D 64. Fewer bytes in flight stream faster here:
-// at D 128, 4 / 6 / 7 halves and the joint 3 x 64 KB ring were 0.7-3.4% slower at B1 x 128k (docs/perf-notes.md).
+// at D 128, 4 / 6 / 7 halves and the joint 3 x 64 KB ring were 0.7-3.4% slower at B1 x 128k (docs/tuning/paged-attention.md).
 ATTNJIT_PDH_HD constexpr int pdh_halves(int D) { return D == 64 ? 6 : 3; }
 // The slots, their full/empty barriers, and 1024 bytes of alignment slack.
 ATTNJIT_PDH_HD constexpr int pdh_smem_bytes(int D) { return pdh_halves(D) * pdh_half_bytes(D) + 2 * 8 * pdh_halves(D) + 1024; }

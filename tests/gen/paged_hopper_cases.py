@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Test cases for the hopper backend of gqa_paged_fwd (its prefill path: templates/hopper/gqa_fwd_hopper.cuh
+"""Test cases for the hopper backend of gqa_paged_fwd (its prefill path: templates/dense/gqa_fwd_hopper.cuh
 with paged keys): every case of the portable paged grid and small set (tests/gen/paged_attention_cases.py) that the
 hopper kernel serves (gqa_paged_fwd, fp16 / bf16 q with pools and output in the same dtype, no RoPE, D 64 /
 128 / 256, and not decode-like: more than 16 query rows per request on average, T_q * H / H_kv > 16 * B)

@@ -469,7 +469,7 @@ bool wants(const BenchArgs& a, const char* suite) {
 
 }  // namespace
 
-// tools/bench_fp8_indexer.cpp: the fp8_lightning_indexer and topk_select suites.
+// tools/cli/bench_fp8_indexer.cpp: the fp8_lightning_indexer and topk_select suites.
 void indexer_benches(Runtime& rt, int reps, bool fp8, bool topk, std::vector<std::array<std::string, 3>>& rows,
                      nlohmann::json& out);
 

@@ -15,7 +15,7 @@
 //    "expect_error": {"category": "dtype", "contains": "slot_mapping"}, (optional; a rejected call)
 //    "gpu_only": bool?,  (the case concerns the kernel path only: error cases skip the reference)
 //    "repeat": bool?}    (a second run must give byte-identical outputs)
-//      topk: index outputs checked by SPEC.md §1.9's rule against the op's scorer (tools/topk_check.hpp);
+//      topk: index outputs checked by SPEC.md §1.9's rule against the op's scorer (tools/cli/topk_check.hpp);
 //      golden/reference outputs are checked by the same rule (ties may go either way).
 // Init kinds: normal {mean, std, specials?}, uniform {low, high}, values {values}, bits {bits},
 // bytes {pattern?} (random bytes, or one repeated byte), poison (NaN / 0x7FFFFFFF), slots {capacity, skip},
@@ -57,7 +57,7 @@ struct CompareSpec {
   std::string mode;  // "bitwise" | "rel_l2" | "lse" | "topk" | "ulp" | "masked_nse"
   double tol = 0;
   double max_ulp = 0;  // ulp: the largest accepted |out - ref| in units of the stored dtype's ulp at ref
-  // topk (index outputs, SPEC.md §1.9 via the op's scorer in tools/topk_check.cpp): also require the
+  // topk (index outputs, SPEC.md §1.9 via the op's scorer in tools/cli/topk_check.cpp): also require the
   // valid entries of every row to be strictly ascending (deterministic modes).
   bool ascending = false;
 };

@@ -216,7 +216,7 @@ std::unique_ptr<TopkScorer> make_topk_scorer(const TestCase& c, const std::vecto
   const auto& table = topk_scorers();
   auto it = table.find(c.op);
   if (it == table.end())
-    throw std::runtime_error(fmt::format("compare mode \"topk\": op {} has no top-k scorer (tools/topk_check.cpp)", c.op));
+    throw std::runtime_error(fmt::format("compare mode \"topk\": op {} has no top-k scorer (tools/cli/topk_check.cpp)", c.op));
   return it->second(c, inputs, output);
 }
 
