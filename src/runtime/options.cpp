@@ -45,6 +45,14 @@ std::uint64_t parse_bytes(const char* name, const char* v) {
   return n * mul;
 }
 
+// The levels spdlog knows by these names; anything else (WARN, verbose) would silently turn logging off.
+std::string checked_log_level(std::string_view where, const std::string& v) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"})
+    if (v == level) return v;
+  throw InvalidArgument(
+      fmt::format("{}: expected one of trace, debug, info, warn, error, critical, off, got '{}'", where, v));
+}
+
 int parse_nonneg_int(const char* name, const char* v) {
   errno = 0;
   char* end = nullptr;
@@ -67,7 +75,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_NO_JIT")) o.no_jit = parse_bool("ATTNJIT_NO_JIT", v);
   if (auto v = env("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
   if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
-  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
+  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = checked_log_level("environment: ATTNJIT_LOG_LEVEL", v);
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
   if (auto v = env("ATTNJIT_GQA_TILE")) o.gqa_tile = v;
   if (auto v = env("ATTNJIT_DECODE_TILE")) o.decode_tile = v;
@@ -98,7 +106,7 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "no_jit") o.no_jit = v.get<bool>();
       else if (k == "dump_sources_dir") o.dump_sources_dir = v.get<std::string>();
       else if (k == "lineinfo") o.lineinfo = v.get<bool>();
-      else if (k == "log_level") o.log_level = v.get<std::string>();
+      else if (k == "log_level") o.log_level = checked_log_level("options: param: log_level", v.get<std::string>());
       else if (k == "arch") o.arch = v.get<std::string>();
       else if (k == "gqa_tile") o.gqa_tile = v.get<std::string>();
       else if (k == "decode_tile") o.decode_tile = v.get<std::string>();
