@@ -96,6 +96,8 @@ Plan OpInstance::plan(const TensorArgs& tensors) {
     return Plan(kept);
   } catch (const std::bad_alloc&) {
     throw_allocation_failure(tensors, name_);
+  } catch (const Error&) {
+    rethrow_with_op(name_);
   }
 }
 

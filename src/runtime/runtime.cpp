@@ -83,7 +83,12 @@ std::shared_ptr<OpInstance> RuntimeImpl::op(std::string_view name, const nlohman
     auto it = ops_.find(cache_key);
     if (it != ops_.end()) return it->second;
   }
-  auto instance = find_op(name).create(*this, config);
+  std::shared_ptr<OpInstance> instance;
+  try {
+    instance = find_op(name).create(*this, config);
+  } catch (const Error&) {
+    rethrow_with_op(name);
+  }
   std::lock_guard<std::mutex> g(mutex_);
   return ops_.emplace(std::move(cache_key), std::move(instance)).first->second;
 }

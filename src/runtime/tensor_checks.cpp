@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "runtime/op_registry.hpp"
 
 namespace attnjit::detail {
 
@@ -85,6 +86,31 @@ void throw_allocation_failure(const TensorArgs& args, std::string_view op) {
     shapes += fmt::format("{}{} {}", i ? ", " : "", args.name(i), args.tensor(i).shape_str());
   throw InvalidArgument(fmt::format("{}: shape: tensors: expected shapes whose working memory can be allocated, got {} "
                                     "(std::bad_alloc)", op, shapes));
+}
+
+namespace {
+std::string prefixed(std::string_view op, const std::string& message) {
+  if (message.size() > op.size() + 1 && message.compare(0, op.size(), op) == 0 && message[op.size()] == ':')
+    return message;
+  const auto colon = message.find(": ");
+  if (colon != std::string::npos) {
+    const std::string_view head(message.data(), colon);
+    for (const auto& d : op_definitions())
+      if (d.name == head) return fmt::format("{}{}", op, message.substr(colon));
+  }
+  return fmt::format("{}: {}", op, message);
+}
+}  // namespace
+
+void rethrow_with_op(std::string_view op) {
+  try {
+    throw;
+  } catch (const Unsupported& e) {
+    throw Unsupported(prefixed(op, e.what()));
+  } catch (const InvalidArgument& e) {
+    if (std::string_view(e.what()).rfind("unknown op '", 0) == 0) throw;
+    throw InvalidArgument(prefixed(op, e.what()));
+  }
 }
 
 TensorRef checked_from_dlpack(const DLTensor& t, std::string_view op, std::string_view name) {

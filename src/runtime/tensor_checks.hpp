@@ -43,6 +43,11 @@ void check_tensor_args(const TensorArgs& args, std::string_view op);
 // shapes: "<op>: shape: tensors: expected shapes whose working memory can be allocated, got q [..], ...".
 [[noreturn]] void throw_allocation_failure(const TensorArgs& args, std::string_view op);
 
+// Inside a catch block: rethrows the current InvalidArgument or Unsupported with SPEC.md's "<op>: "
+// prefix, replacing another op's name where a shared helper used it (e.g. gqa_paged_fwd's config parsed
+// by the gqa parser); anything else is rethrown unchanged.
+[[noreturn]] void rethrow_with_op(std::string_view op);
+
 // Rejects a JSON text nested deeper than kMaxJsonDepth or larger than kMaxJsonBytes before it is parsed
 // (`what` names the argument, e.g. "config_json"). Brackets inside strings do not count.
 void check_json_text(std::string_view text, std::string_view what);
