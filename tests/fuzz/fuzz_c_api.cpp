@@ -6,6 +6,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -140,11 +141,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         buffers[i].assign(static_cast<size_t>(bytes + 64), 0);
         // byte_offset moves the start inside the allocation; the end stays the span's end.
         t.data = buffers[i].data() + 64 - t.byte_offset;
+      } else if (bytes < 0) {
+        // A span that overflows must be rejected before any access, so a bogus address is safe here.
+        t.data = reinterpret_cast<void*>(uintptr_t{0x100000});
       } else {
-        t.data = nullptr;
+        t.data = nullptr;  // too big to back with memory: a real address would be read
       }
     } else {
-      t.data = reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + (uintptr_t{r.u8()} << 8));
+      t.data = reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + (uintptr_t{r.u8()} << 24));
     }
   }
   const uint8_t how = r.u8() % 3;
@@ -159,6 +163,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (how == 2) attnjit_plan_destroy(plan);  // a second destroy is detected and ignored
     }
   }
+#ifdef ATTNJIT_FUZZ_VERBOSE  // to see what a seed reaches: -DATTNJIT_FUZZ_VERBOSE
+  std::fprintf(stderr, "%s (%d tensors): %s\n", op, n, attnjit_last_error());
+#endif
   (void)attnjit_last_error();
   return 0;
 }

@@ -19,6 +19,9 @@ DTYPES = {"fp16": 0, "bf16": 1, "fp32": 2, "int32": 3, "int64": 4, "e4m3": 5, "f
 DEVICES = {"cpu": 0, "cuda": 1, "foreign": 4}
 
 
+PAGE = [0]
+
+
 def extent(e):
     if 0 <= e <= 8:
         return e
@@ -52,6 +55,9 @@ def tensor(name, shape, dtype, strides=None, device=None, byte_offset=None, null
         b += bytes([DEVICES[device]])
     if byte_offset is not None:
         b += struct.pack("<Q", byte_offset) if byte_offset > 255 else bytes([byte_offset])
+    if device not in (None, "cpu") and not null_data:
+        PAGE[0] += 1
+        b += bytes([PAGE[0] % 256])  # the fake device address's page (distinct: outputs must not overlap)
     return b
 
 
