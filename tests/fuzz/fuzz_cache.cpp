@@ -41,6 +41,12 @@ const fs::path& root() {
     const char* made = ::mkdtemp(tmpl);
     return fs::path(made ? made : "/tmp/attnjit-fuzz-cache");
   }();
+  // NOTE: registered after p is built, so it runs before p's destructor.
+  static const bool cleanup = std::atexit([] {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+  }) == 0;
+  (void)cleanup;
   return p;
 }
 
