@@ -2,7 +2,16 @@
  * Every function returns a status; on failure attnjit_last_error() holds a thread-local message that
  * names the tensor, the rule and the value. Tensors are DLPack DLTensors, named by SPEC.md's argument
  * names (outputs included; the caller allocates them). config_json holds the op's construction-time
- * parameters by SPEC.md's names, plus "impl" ("kernel" | "reference") and "backend". */
+ * parameters by SPEC.md's names, plus "impl" ("kernel" | "reference") and "backend".
+ *
+ * Every entry point validates before it dereferences anything: NULL pointers, 0 <= ndim <= 8, a shape
+ * array for ndim > 0, a non-NULL data pointer for a tensor with elements, byte_offset and strides whose
+ * element counts and bytes spanned fit int64, a known DLDeviceType, each tensor name at most once,
+ * JSON (config_json, options_json) at most 64 deep and 1 MiB long. A rejected call writes nothing.
+ *
+ * Handles: destroying NULL is a no-op. Destroying a handle twice, or using it after its destroy, is a
+ * caller error; the library detects it while the address has not been handed out again (the second
+ * destroy is ignored, execute returns ATTNJIT_INVALID_ARGUMENT), and is undefined otherwise. */
 #ifndef ATTNJIT_ATTNJIT_H_
 #define ATTNJIT_ATTNJIT_H_
 

@@ -25,16 +25,54 @@ inline uint16_t float_to_bf16(float f) {
 }
 
 inline float fp16_to_float(uint16_t h) {
+#ifdef __FLT16_MANT_DIG__
   _Float16 v;
   std::memcpy(&v, &h, 2);
   return static_cast<float>(v);
+#else
+  // NOTE: compilers without _Float16 on this target (clang < 15 on x86-64, used by tests/fuzz): the
+  // same conversion in integer arithmetic.
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  if (exp == 0) {
+    const float v = std::ldexp(static_cast<float>(man), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 0x1F) {  // inf, or NaN (quietened, as the hardware conversion does)
+    const uint32_t bits = sign | 0x7F800000u | (man << 13) | (man ? 0x00400000u : 0u);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  const uint32_t bits = sign | ((exp + 112) << 23) | (man << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+#endif
 }
 
 inline uint16_t float_to_fp16(float f) {
+#ifdef __FLT16_MANT_DIG__
   _Float16 v = static_cast<_Float16>(f);  // IEEE RNE (GCC's _Float16 on x86-64)
   uint16_t h;
   std::memcpy(&h, &v, 2);
   return h;
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t x = bits & 0x7FFFFFFF;
+  if (x > 0x7F800000) return sign | 0x7E00 | ((x >> 13) & 0x3FF);  // NaN: quiet, payload truncated
+  if (x >= 0x477FF000) return sign | 0x7C00;                       // >= 65520 rounds to inf
+  if (x < 0x38800000) {                                            // below 2^-14: the 2^-24 grid
+    const int m = static_cast<int>(std::nearbyint(std::fabs(f) * 16777216.0f));
+    return static_cast<uint16_t>(sign | m);
+  }
+  uint32_t h = (((x >> 23) - 112) << 10) | ((x >> 13) & 0x3FF);
+  const uint32_t rem = x & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // RNE; a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+#endif
 }
 
 inline float e4m3_to_float(uint8_t x) {

@@ -29,14 +29,43 @@ constexpr const char* kCubinFile = "kernel.cubin";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kStampFile = "last_used";
 
+// Reads a regular file (never through a symlink, never blocking on a FIFO or device); false otherwise.
 bool read_file(const fs::path& p, std::string* out) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = std::move(ss).str();
+  struct stat st{};
+  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  // NOTE: the file may have been swapped between lstat and open; fstat checks what was opened.
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  *out = std::move(data);
   return true;
 }
+
+// A manifest string field, or `fallback` when it is absent or not a string (never throws).
+std::string string_field(const nlohmann::json& m, const char* name, const std::string& fallback = {}) {
+  if (!m.is_object()) return fallback;
+  auto it = m.find(name);
+  return it != m.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+bool is_stale_name(const std::string& name) { return name.rfind(".staging-", 0) == 0 || name.rfind(".doomed-", 0) == 0; }
 
 // Writes and fsyncs one file; false on any failure.
 bool write_file_synced(const fs::path& p, std::string_view data) {
@@ -99,22 +128,39 @@ void DiskCache::warn_unwritable(const std::string& why) {
 fs::path DiskCache::entry_dir(const std::string& key) const { return settings_.dir / kLayout / key; }
 
 std::string DiskCache::verify_entry(const fs::path& dir, const std::string& key, CacheEntry* out) const {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return "entry missing";
+  if (!S_ISDIR(st.st_mode)) return S_ISLNK(st.st_mode) ? "entry is a symlink" : "entry is not a directory";
   std::string manifest_text, cubin;
-  if (!read_file(dir / kManifestFile, &manifest_text)) return "manifest missing";
+  if (!read_file(dir / kManifestFile, &manifest_text)) return "manifest missing or not a regular file";
   nlohmann::json manifest = nlohmann::json::parse(manifest_text, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) return "manifest is not valid JSON";
-  if (manifest.value("key", "") != key) return "manifest key does not match the directory";
-  if (!read_file(dir / kCubinFile, &cubin)) return "cubin missing";
-  if (cubin.size() != manifest.value("cubin_bytes", std::uint64_t{0})) return "cubin size differs from manifest";
-  if (sha256_hex(cubin) != manifest.value("cubin_sha256", "")) return "cubin checksum differs from manifest";
+  // Every field read later must have its type, so that nothing downstream can throw on this entry.
+  const auto field = [&](const char* name) { return manifest.find(name); };
+  if (field("key") == manifest.end() || !field("key")->is_string()) return "manifest key is not a string";
+  if (field("key")->get<std::string>() != key) return "manifest key does not match the directory";
+  if (field("key_serialisation") != manifest.end()) {
+    if (!field("key_serialisation")->is_string()) return "manifest key_serialisation is not a string";
+    if (sha256_hex(field("key_serialisation")->get<std::string>()) != key)
+      return "manifest key_serialisation does not hash to the directory's key";
+  }
+  for (const char* name : {"describe", "lowered_name", "entry", "nvrtc_log", "created"})
+    if (field(name) != manifest.end() && !field(name)->is_string()) return fmt::format("manifest {} is not a string", name);
+  if (field("cubin_bytes") == manifest.end() || !field("cubin_bytes")->is_number_unsigned())
+    return "manifest cubin_bytes is not an unsigned integer";
+  if (field("cubin_sha256") == manifest.end() || !field("cubin_sha256")->is_string())
+    return "manifest cubin_sha256 is not a string";
+  if (!read_file(dir / kCubinFile, &cubin)) return "cubin missing or not a regular file";
+  if (cubin.size() != field("cubin_bytes")->get<std::uint64_t>()) return "cubin size differs from manifest";
+  if (sha256_hex(cubin) != field("cubin_sha256")->get<std::string>()) return "cubin checksum differs from manifest";
   if (out) *out = CacheEntry{key, std::move(cubin), std::move(manifest)};
   return {};
 }
 
 std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   fs::path dir = entry_dir(key);
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return std::nullopt;
+  struct stat st{};
+  if (!is_key(key) || ::lstat(dir.c_str(), &st) != 0) return std::nullopt;
   CacheEntry entry;
   std::string problem = verify_entry(dir, key, &entry);
   if (!problem.empty()) {
@@ -124,7 +170,7 @@ std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   }
   if (writable_) {
     // NOTE: the LRU stamp is the mtime of last_used; a failure to touch it is harmless.
-    int fd = ::open((dir / kStampFile).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open((dir / kStampFile).c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::futimens(fd, nullptr);
       ::close(fd);
@@ -133,34 +179,54 @@ std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   return entry;
 }
 
+void DiskCache::warn_publish_failed(const std::string& key, const std::string& why) {
+  std::lock_guard<std::mutex> g(warn_mutex_);
+  if (std::find(warned_keys_.begin(), warned_keys_.end(), key) != warned_keys_.end()) return;
+  warned_keys_.push_back(key);
+  logger().warn("kernel cache {}: could not persist entry {} ({}); the kernel stays in memory and the next "
+                "publish tries again", settings_.dir.string(), key, why);
+}
+
 bool DiskCache::publish(const CacheEntry& entry) {
-  if (!writable_) return false;
+  if (!writable_ || !is_key(entry.key)) return false;
   const fs::path root = settings_.dir / kLayout;
   const fs::path final_dir = entry_dir(entry.key);
   std::error_code ec;
-  if (fs::exists(final_dir / kManifestFile, ec)) return true;  // already there (another process won)
+  struct stat st{};
+  if (::lstat(final_dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode) && verify_entry(final_dir, entry.key, nullptr).empty()) return true;  // another process won
+    // NOTE: something untrusted holds the key's path (a symlink, a file, a corrupt entry): move it
+    // aside, so that this key (and only it) can be published.
+    remove(entry.key);
+  }
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const fs::path staging = root / fmt::format(".staging-{}-{:016x}", ::getpid(), rng());
   if (!fs::create_directory(staging, ec) || ec) {
-    warn_unwritable(ec ? ec.message() : "cannot create a staging directory");
+    warn_publish_failed(entry.key, ec ? ec.message() : "cannot create a staging directory");
     return false;
   }
-  bool ok = write_file_synced(staging / kCubinFile, entry.cubin) &&
-            write_file_synced(staging / kManifestFile, entry.manifest.dump(2)) &&
-            write_file_synced(staging / kStampFile, "");
-  if (!ok) {
+  int err = 0;
+  const auto write_one = [&](const char* name, std::string_view data) {
+    if (err) return;
+    errno = 0;
+    if (!write_file_synced(staging / name, data)) err = errno ? errno : EIO;
+  };
+  write_one(kCubinFile, entry.cubin);
+  write_one(kManifestFile, entry.manifest.dump(2));
+  write_one(kStampFile, "");
+  if (err) {
     fs::remove_all(staging, ec);
-    warn_unwritable("writing the entry failed");
+    warn_publish_failed(entry.key, fmt::format("writing the entry failed: {}", std::strerror(err)));
     return false;
   }
   fsync_dir(staging);
   if (::rename(staging.c_str(), final_dir.c_str()) != 0) {
-    const int err = errno;
+    const int rename_err = errno;
     // NOTE: a lost race (the directory exists, non-empty): keep the winner's entry; the caller
     // already holds its own cubin in memory.
     fs::remove_all(staging, ec);
-    if (err != EEXIST && err != ENOTEMPTY) {
-      warn_unwritable(std::strerror(err));
+    if (rename_err != EEXIST && rename_err != ENOTEMPTY) {
+      warn_publish_failed(entry.key, std::strerror(rename_err));
       return false;
     }
     return true;
@@ -200,40 +266,76 @@ std::unique_ptr<KeyLock> DiskCache::lock(const std::string& key) const {
 
 std::vector<CacheEntryInfo> DiskCache::list(bool verify_cubins) const {
   // NOTE: other processes may publish, prune or clear concurrently: every filesystem call here uses
-  // the error_code overloads and an entry that vanishes mid-scan is skipped.
+  // the error_code overloads and an entry that vanishes mid-scan is skipped. Nothing here follows a
+  // symlink or throws on a malformed manifest: such entries are listed with their problem.
   std::vector<CacheEntryInfo> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(settings_.dir / kLayout, ec)) {
     const std::string name = e.path().filename().string();
-    std::error_code fe;
-    if (!e.is_directory(fe) || fe || !is_key(name)) continue;
+    if (!is_key(name)) continue;
+    struct stat st{};
+    if (::lstat(e.path().c_str(), &st) != 0) continue;  // vanished
     CacheEntryInfo info;
     info.key = name;
+    std::error_code fe;
+    if (!S_ISDIR(st.st_mode)) {
+      // A symlink (dangling or a loop), a file or a FIFO at a key's path: a bad entry, never followed.
+      info.last_used = fs::file_time_type::clock::now();
+      if (verify_cubins) info.problem = S_ISLNK(st.st_mode) ? "entry is a symlink" : "entry is not a directory";
+      out.push_back(std::move(info));
+      continue;
+    }
     bool vanished = false;
     for (const auto& f : fs::directory_iterator(e.path(), fe)) {
-      std::error_code se;
-      if (!f.is_regular_file(se)) continue;
-      const auto size = f.file_size(se);
-      if (se) {
+      struct stat fst{};
+      if (::lstat(f.path().c_str(), &fst) != 0) {
         vanished = true;
         break;
       }
-      info.bytes += size;
+      if (S_ISREG(fst.st_mode)) info.bytes += static_cast<std::uint64_t>(fst.st_size);
     }
     if (fe || vanished) continue;
     info.last_used = fs::last_write_time(e.path() / kStampFile, fe);
     if (fe) info.last_used = fs::last_write_time(e.path(), fe);
     if (fe) continue;
     std::string text;
-    if (read_file(e.path() / kManifestFile, &text)) {
-      auto m = nlohmann::json::parse(text, nullptr, false);
-      if (m.is_object()) info.describe = m.value("describe", "");
-    }
+    if (read_file(e.path() / kManifestFile, &text)) info.describe = string_field(nlohmann::json::parse(text, nullptr, false), "describe");
     if (verify_cubins) info.problem = verify_entry(e.path(), name, nullptr);
     out.push_back(std::move(info));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.describe < b.describe; });
   return out;
+}
+
+std::size_t DiskCache::sweep_stale() {
+  if (!writable_) return 0;
+  std::size_t removed = 0;
+  std::error_code ec;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& e : fs::directory_iterator(settings_.dir / kLayout, ec)) {
+    const std::string name = e.path().filename().string();
+    struct stat st{};
+    if (!is_stale_name(name) || ::lstat(e.path().c_str(), &st) != 0) continue;
+    const auto mtime = std::chrono::system_clock::from_time_t(st.st_mtime);
+    if (now - mtime < kStaleGrace) continue;  // may belong to a publish still in progress
+    std::error_code re;
+    fs::remove_all(e.path(), re);
+    if (!re) ++removed;
+  }
+  if (removed) logger().info("kernel cache: removed {} stale staging or doomed directories", removed);
+  return removed;
+}
+
+std::size_t DiskCache::count_stale() const {
+  std::size_t n = 0;
+  std::error_code ec;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& e : fs::directory_iterator(settings_.dir / kLayout, ec)) {
+    struct stat st{};
+    if (!is_stale_name(e.path().filename().string()) || ::lstat(e.path().c_str(), &st) != 0) continue;
+    if (now - std::chrono::system_clock::from_time_t(st.st_mtime) >= kStaleGrace) ++n;
+  }
+  return n;
 }
 
 std::uint64_t DiskCache::total_bytes() const {
@@ -244,6 +346,7 @@ std::uint64_t DiskCache::total_bytes() const {
 
 std::size_t DiskCache::prune(std::uint64_t max_bytes) {
   if (!writable_) return 0;
+  sweep_stale();
   auto entries = list(false);
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
@@ -261,6 +364,7 @@ std::size_t DiskCache::prune(std::uint64_t max_bytes) {
 
 std::size_t DiskCache::clear() {
   if (!writable_) return 0;
+  sweep_stale();
   std::size_t removed = 0;
   for (const auto& e : list(false)) {
     remove(e.key);

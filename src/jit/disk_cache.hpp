@@ -1,8 +1,10 @@
 // The on-disk cubin cache. Layout: <dir>/v1/<key>/{kernel.cubin, manifest.json, last_used}; the
 // manifest holds the full key serialisation, describe(), the NVRTC log, resource usage, compile time
 // and the cubin's sha256. Publishing stages in a private directory, fsyncs and renames; a lost race
-// keeps the winner's entry. A corrupt or truncated entry is a miss (dropped, with a warning). An
-// unwritable directory degrades to read-only with one warning. An optional cap evicts the least
+// keeps the winner's entry. Any entry that cannot be fully parsed or trusted (wrong JSON types, a key
+// that differs from the directory or from the hash of its stored serialisation, a file that is not a
+// regular file, a symlink) is a miss (dropped, with a warning) and never throws. A directory unwritable
+// from the start degrades to read-only with one warning; a later failed publish only affects its key. An optional cap evicts the least
 // recently used entries by their last_used stamp.
 #pragma once
 #include <chrono>
@@ -72,15 +74,26 @@ class DiskCache {
   std::size_t prune(std::uint64_t max_bytes);
   std::size_t clear();
 
+  // Staging and doomed directories left by killed processes: those older than kStaleGrace (by mtime)
+  // are removed by sweep_stale() (warm-up, prune and clear call it) and counted by count_stale().
+  static constexpr std::chrono::seconds kStaleGrace{3600};
+  std::size_t sweep_stale();
+  std::size_t count_stale() const;
+
   std::filesystem::path entry_dir(const std::string& key) const;
 
  private:
   std::string verify_entry(const std::filesystem::path& dir, const std::string& key, CacheEntry* out) const;
   void warn_unwritable(const std::string& why);
+  // A publish that failed for one key (ENOSPC, a symlink in the way): one warning per key; the next
+  // publish tries again, and other keys are unaffected.
+  void warn_publish_failed(const std::string& key, const std::string& why);
 
   Settings settings_;
   bool writable_ = true;
   std::once_flag warned_;
+  std::mutex warn_mutex_;
+  std::vector<std::string> warned_keys_;
 };
 
 }  // namespace attnjit::jit

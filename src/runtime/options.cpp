@@ -47,6 +47,14 @@ std::uint64_t parse_bytes(const char* name, const char* v) {
   return n * mul;
 }
 
+// The levels spdlog knows by these names; anything else (WARN, verbose) would silently turn logging off.
+std::string checked_log_level(std::string_view where, const std::string& v) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"})
+    if (v == level) return v;
+  throw InvalidArgument(
+      fmt::format("{}: expected one of trace, debug, info, warn, error, critical, off, got '{}'", where, v));
+}
+
 int parse_nonneg_int(const char* name, const char* v) {
   errno = 0;
   char* end = nullptr;
@@ -69,7 +77,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (auto v = env("ATTNJIT_NO_JIT")) o.no_jit = parse_bool("ATTNJIT_NO_JIT", v);
   if (auto v = env("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
   if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
-  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = v;
+  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = checked_log_level("environment: ATTNJIT_LOG_LEVEL", v);
   if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
   return o;
 }
@@ -96,7 +104,7 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
       else if (k == "no_jit") o.no_jit = v.get<bool>();
       else if (k == "dump_sources_dir") o.dump_sources_dir = v.get<std::string>();
       else if (k == "lineinfo") o.lineinfo = v.get<bool>();
-      else if (k == "log_level") o.log_level = v.get<std::string>();
+      else if (k == "log_level") o.log_level = checked_log_level("options: param: log_level", v.get<std::string>());
       else if (k == "arch") o.arch = v.get<std::string>();
       else if (k == "tune") {
         // Checked here (keys, types) so a bad options_json fails where it is given; applied over the

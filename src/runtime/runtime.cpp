@@ -4,6 +4,7 @@
 #include "jit/cuda_driver.hpp"
 #include "base/logging.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/tensor_checks.hpp"
 
 namespace attnjit {
 
@@ -75,13 +76,20 @@ std::shared_ptr<OpInstance> RuntimeImpl::op(std::string_view name, const nlohman
   // NOTE: C++ callers write `rt.op("name", {})`, which is a JSON null: it means "no parameters".
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const nlohmann::json& config = given.is_null() ? kEmpty : given;
+  // NOTE: before dump(), which recurses: a config nested 100,000 deep must be an error, not a crash.
+  check_json_value(config, fmt::format("{}: param: config", name));
   std::string cache_key = fmt::format("{}\n{}", name, config.dump());
   {
     std::lock_guard<std::mutex> g(mutex_);
     auto it = ops_.find(cache_key);
     if (it != ops_.end()) return it->second;
   }
-  auto instance = find_op(name).create(*this, config);
+  std::shared_ptr<OpInstance> instance;
+  try {
+    instance = find_op(name).create(*this, config);
+  } catch (const Error&) {
+    rethrow_with_op(name);
+  }
   std::lock_guard<std::mutex> g(mutex_);
   return ops_.emplace(std::move(cache_key), std::move(instance)).first->second;
 }
@@ -112,7 +120,18 @@ const std::string& Op::name() const {
 
 void Plan::execute(const TensorArgs& tensors, void* stream) const {
   if (!impl_) throw InvalidArgument("plan: expected a plan from Op::plan(), got an empty Plan");
-  impl_->execute(tensors, stream);
+  for (int i = 0; i < tensors.size(); ++i) {
+    if (detail::tensor_problem(tensors.tensor(i))) {
+      const std::string d = impl_->describe();
+      detail::check_tensor_args(tensors, std::string_view(d).substr(0, d.find(' ')));
+    }
+  }
+  try {
+    impl_->execute(tensors, stream);
+  } catch (const std::bad_alloc&) {
+    const std::string d = impl_->describe();
+    detail::throw_allocation_failure(tensors, std::string_view(d).substr(0, d.find(' ')));
+  }
 }
 
 std::string Plan::describe() const { return impl_ ? impl_->describe() : std::string("(empty plan)"); }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "runtime/tensor_checks.hpp"
 
 namespace attnjit {
 
@@ -75,43 +76,7 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, const std::vector<int64
 }
 
 TensorRef TensorRef::from_dlpack(const DLTensor& t, std::string_view name) {
-  TensorRef r;
-  const DLDataType dt = t.dtype;
-  if (dt.lanes != 1)
-    throw InvalidArgument(fmt::format("{}: dtype: expected lanes 1, got {}", name, dt.lanes));
-  if (dt.code == kDLFloat && dt.bits == 16) r.dtype = DType::kF16;
-  else if (dt.code == kDLBfloat && dt.bits == 16) r.dtype = DType::kBF16;
-  else if (dt.code == kDLFloat && dt.bits == 32) r.dtype = DType::kF32;
-  else if (dt.code == kDLInt && dt.bits == 32) r.dtype = DType::kI32;
-  else if (dt.code == kDLInt && dt.bits == 64) r.dtype = DType::kI64;
-  else if (dt.code == kDLFloat8E4M3FN && dt.bits == 8) r.dtype = DType::kE4M3;
-  else
-    throw InvalidArgument(fmt::format("{}: dtype: expected one of fp16, bf16, e4m3, fp32, int32, int64, got DLPack "
-                                      "code {} bits {}", name, dt.code, dt.bits));
-  switch (t.device.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost: r.device = {DeviceKind::kCPU, 0}; break;
-    case kDLCUDA:
-    case kDLCUDAManaged: r.device = {DeviceKind::kCUDA, static_cast<int>(t.device.device_id)}; break;
-    default:
-      throw InvalidArgument(fmt::format("{}: device: expected a CPU or CUDA tensor, got DLPack device type {}", name,
-                                        static_cast<int>(t.device.device_type)));
-  }
-  if (t.ndim < 0 || t.ndim > kMaxDims)
-    throw InvalidArgument(fmt::format("{}: shape: expected at most {} dims, got {}", name, kMaxDims, t.ndim));
-  r.ndim = t.ndim;
-  r.data = static_cast<char*>(t.data) + t.byte_offset;
-  int64_t stride = 1;
-  for (int d = r.ndim - 1; d >= 0; --d) {
-    r.shape[d] = t.shape[d];
-    if (r.shape[d] < 0)
-      throw InvalidArgument(fmt::format("{}: shape: expected non-negative extents, got {} at dim {}", name, r.shape[d], d));
-    r.strides[d] = t.strides ? t.strides[d] : stride;  // DLPack: null strides mean compact row-major
-    if (r.strides[d] < 0)
-      throw InvalidArgument(fmt::format("{}: layout: expected non-negative strides, got {} at dim {}", name, r.strides[d], d));
-    stride *= r.shape[d];
-  }
-  return r;
+  return detail::checked_from_dlpack(t, {}, name);
 }
 
 int64_t TensorRef::numel() const {
@@ -121,6 +86,8 @@ int64_t TensorRef::numel() const {
 }
 
 bool TensorRef::is_contiguous() const {
+  for (int d = 0; d < ndim; ++d)
+    if (shape[d] == 0) return true;  // SPEC.md §1.12: zero-element tensors are valid whatever their strides
   int64_t stride = 1;
   for (int d = ndim - 1; d >= 0; --d) {
     if (shape[d] != 1 && strides[d] != stride) return false;

@@ -222,6 +222,40 @@ int main(void) {
   check(st == ATTNJIT_INVALID_ARGUMENT, "NULL names returns ATTNJIT_INVALID_ARGUMENT");
   check(all_poison(&a), "none of the failed calls wrote anything");
 
+  /* Descriptors checked before anything is dereferenced. */
+  {
+    const char* dup_names[5] = {"k", "v", "k_pages", "k_pages", "slot_mapping"};
+    int32_t foreign = 999;
+    init_call(&a, 0x3C00, 5, -1, 0);
+    a.tensors[2].data = NULL;
+    st = attnjit_run(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors, NULL);
+    check(st == ATTNJIT_INVALID_ARGUMENT &&
+              strncmp(attnjit_last_error(), "paged_kv_write: layout: k_pages: expected a non-NULL data", 57) == 0,
+          "a NULL data pointer with a non-empty shape is rejected naming the tensor");
+    init_call(&a, 0x3C00, 5, -1, 0);
+    a.tensors[0].shape = NULL;
+    st = attnjit_run(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors, NULL);
+    check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "k: expected a shape array"),
+          "a NULL shape with ndim > 0 is rejected");
+    init_call(&a, 0x3C00, 5, -1, 0);
+    a.tensors[1].byte_offset = (uint64_t)1 << 63;
+    st = attnjit_run(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors, NULL);
+    check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "byte_offset"), "a byte_offset of 2^63 is rejected");
+    init_call(&a, 0x3C00, 5, -1, 0);
+    memcpy(&a.tensors[4].device.device_type, &foreign, sizeof foreign);
+    st = attnjit_run(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors, NULL);
+    check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "device type 999"),
+          "a foreign DLDeviceType value is rejected");
+    init_call(&a, 0x3C00, 5, -1, 0);
+    st = attnjit_run(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, dup_names, a.tensors, NULL);
+    check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "k_pages: expected each tensor name once"),
+          "the same tensor name twice is rejected naming it");
+    check(all_poison(&a), "none of the rejected descriptors wrote anything");
+    attnjit_plan_destroy(NULL);
+    attnjit_runtime_destroy(NULL);
+    check(1, "destroying NULL handles is a no-op");
+  }
+
   attnjit_runtime_destroy(rt);
 
   /* options_json: an unknown key, a wrong type, and invalid JSON all fail without a runtime. */

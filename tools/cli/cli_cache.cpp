@@ -48,6 +48,9 @@ int cache_ls() {
     total += e.bytes;
   }
   fmt::print("{} entries, {} in {}\n", entries.size(), human_bytes(total), disk.dir().string());
+  if (const auto stale = disk.count_stale())
+    fmt::print("{} stale staging or doomed directories (older than {} s; warm-up, prune and clear remove them)\n",
+               stale, jit::DiskCache::kStaleGrace.count());
   return 0;
 }
 
@@ -59,10 +62,15 @@ int cache_verify(bool fix) {
   for (const auto& e : entries) {
     if (e.problem.empty()) continue;
     ++bad;
-    fmt::print("BAD {} ({}): {}{}\n", e.key.substr(0, 16), e.describe, e.problem, fix ? " -> removed" : "");
-    if (fix) disk.remove(e.key);
+    const bool removing = fix && disk.writable();
+    fmt::print("BAD {} ({}): {}{}\n", e.key.substr(0, 16), e.describe, e.problem, removing ? " -> removed" : "");
+    if (removing) disk.remove(e.key);
   }
   fmt::print("verified {} entries: {} ok, {} bad\n", entries.size(), entries.size() - bad, bad);
+  if (fix && !disk.writable()) {
+    fmt::print(stderr, "cache {} is read-only: verify --fix changed nothing\n", disk.dir().string());
+    return 1;
+  }
   return bad && !fix ? 1 : 0;
 }
 
@@ -70,6 +78,10 @@ int cache_prune(std::uint64_t max_bytes) {
   Runtime rt;
   auto& disk = disk_of(rt);
   const std::uint64_t cap = max_bytes ? max_bytes : rt.options().cache_max_bytes;
+  if (!disk.writable()) {
+    fmt::print(stderr, "cache {} is read-only: prune changed nothing\n", disk.dir().string());
+    return 1;
+  }
   const std::size_t removed = disk.prune(cap);
   fmt::print("pruned {} entries; {} remain under the cap of {}\n", removed, human_bytes(disk.total_bytes()), human_bytes(cap));
   return 0;
@@ -78,6 +90,10 @@ int cache_prune(std::uint64_t max_bytes) {
 int cache_clear() {
   Runtime rt;
   auto& disk = disk_of(rt);
+  if (!disk.writable()) {
+    fmt::print(stderr, "cache {} is read-only: clear changed nothing\n", disk.dir().string());
+    return 1;
+  }
   fmt::print("removed {} entries from {}\n", disk.clear(), disk.dir().string());
   return 0;
 }
@@ -114,6 +130,7 @@ int info() {
     fmt::print("cache: {} ({}{}), {} entries, {}, cap {}\n", disk->dir().string(), disk->writable() ? "writable" : "read-only",
                o.no_jit ? ", no-JIT" : "", entries.size(), human_bytes(total),
                o.cache_max_bytes ? human_bytes(o.cache_max_bytes) : std::string("none"));
+    if (const auto stale = disk->count_stale()) fmt::print("cache: {} stale staging or doomed directories\n", stale);
   } else {
     fmt::print("cache: disabled (memory only)\n");
   }

@@ -87,6 +87,8 @@ std::string match_error(const TestCase& c, const std::exception* e, bool is_unsu
   const ExpectedError& x = *c.expect_error;
   if (!e) return fmt::format("expected a '{}' error, got success", x.category);
   const std::string msg = e->what();
+  // SPEC.md §1.11: every rejection of an op call starts with "<op>: ".
+  if (msg.rfind(c.op + ": ", 0) != 0) return fmt::format("expected the message to start with '{}: ', got: {}", c.op, msg);
   if (x.category == "unsupported") {
     if (!is_unsupported) return fmt::format("expected Unsupported, got: {}", msg);
   } else if (msg.find(fmt::format(": {}: ", x.category)) == std::string::npos) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -33,8 +34,10 @@ int run_warmup(const WarmupArgs& a) {
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
   fmt::print("warm-up: {} kernels for {} with {} jobs into {}\n", specs.size(), arch, jobs,
              rt.options().cache_disabled ? std::string("(memory only)") : rt.options().resolved_cache_dir());
+  jit::DiskCache* disk = impl.kernels().disk();
+  if (disk) disk->sweep_stale();
   std::atomic<size_t> next{0};
-  std::atomic<int> compiled{0}, hits{0}, failed{0};
+  std::atomic<int> compiled{0}, hits{0}, failed{0}, not_persisted{0};
   std::atomic<size_t> done{0};
   std::mutex print_mutex;
   const auto t0 = std::chrono::steady_clock::now();
@@ -46,6 +49,16 @@ int run_warmup(const WarmupArgs& a) {
         auto k = impl.kernels().compiled(specs[i]);
         status = k->from_disk ? "hit" : "compiled";
         (k->from_disk ? hits : compiled)++;
+        if (!k->from_disk && disk) {
+          // NOTE: a publish that failed (read-only, full disk, a symlink in the way) only warns; the
+          // warm-up's purpose is the entry on disk, so it counts what is missing there.
+          std::error_code ec;
+          const auto st = std::filesystem::symlink_status(disk->entry_dir(k->key.hex) / "manifest.json", ec);
+          if (ec || !std::filesystem::is_regular_file(st)) {
+            status = "compiled, NOT PERSISTED";
+            not_persisted++;
+          }
+        }
       } catch (const std::exception& e) {
         status = "FAILED";
         detail = e.what();
@@ -64,10 +77,16 @@ int run_warmup(const WarmupArgs& a) {
   fmt::print("\n  {:<12}{:>8}\n", "compiled", compiled.load());
   fmt::print("  {:<12}{:>8}\n", "cache hits", hits.load());
   fmt::print("  {:<12}{:>8}\n", "failed", failed.load());
+  if (not_persisted.load())
+    fmt::print("  {:<12}{:>8}\n", "not persisted", not_persisted.load());
   fmt::print("  {:<12}{:>8.2f}\n", "seconds", total);
   fmt::print("warmup {}: {} kernels, compiled {}, cache hits {}, failed {}, {:.2f} s\n", arch, specs.size(),
              compiled.load(), hits.load(), failed.load(), total);
-  return failed.load() ? 1 : 0;
+  if (not_persisted.load()) {
+    fmt::print(stderr, "warmup: could not persist {} of {} compiled kernels to {}{}; see the warnings above\n",
+               not_persisted.load(), compiled.load(), disk->dir().string(), disk->writable() ? "" : " (read-only)");
+  }
+  return failed.load() || not_persisted.load() ? 1 : 0;
 }
 
 }  // namespace

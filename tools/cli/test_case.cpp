@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -22,17 +23,46 @@ namespace {
 TensorSpec parse_tensor(const std::string& where, const std::string& name, const nlohmann::json& j) {
   TensorSpec t;
   t.name = name;
+  if (!j.is_object()) malformed(where, name + ": expected a tensor object");
   if (!j.contains("shape") || !j["shape"].is_array()) malformed(where, name + ": missing \"shape\"");
-  t.shape = j["shape"].get<std::vector<int64_t>>();
+  const auto extents = [&](const char* field) {
+    const auto& a = j[field];
+    if (a.size() > static_cast<size_t>(TensorRef::kMaxDims))
+      malformed(where, fmt::format("{}: {} has {} dims, at most {} are supported", name, field, a.size(), TensorRef::kMaxDims));
+    std::vector<int64_t> v;
+    for (const auto& e : a) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0)
+        malformed(where, fmt::format("{}: {} entries must be integers >= 0, got {}", name, field, e.dump()));
+      v.push_back(e.get<int64_t>());
+    }
+    return v;
+  };
+  t.shape = extents("shape");
   auto dt = parse_dtype(j.value("dtype", ""));
   if (!dt) malformed(where, name + ": unknown dtype " + j.value("dtype", "(none)"));
   t.dtype = *dt;
   if (j.contains("strides")) {
-    t.strides = j["strides"].get<std::vector<int64_t>>();
+    if (!j["strides"].is_array()) malformed(where, name + ": \"strides\" must be a list");
+    t.strides = extents("strides");
     if (t.strides.size() != t.shape.size()) malformed(where, name + ": strides and shape differ in length");
   }
   t.init = j.value("init", nlohmann::json{{"kind", "poison"}});
   if (t.init.is_string()) t.init = nlohmann::json{{"kind", t.init}};
+  if (!t.init.is_object()) malformed(where, name + ": \"init\" must be an object or a kind name");
+  // NOTE: host storage is allocated for the whole span; a bound keeps a typo from asking for terabytes.
+  int64_t span = 1, count = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] == 0) span = 0;
+    if (__builtin_mul_overflow(count, t.shape[d] ? t.shape[d] : 1, &count) || count > (int64_t{1} << 32))
+      malformed(where, fmt::format("{}: more than 2^32 elements", name));
+  }
+  const auto strides = t.resolved_strides();
+  for (size_t d = 0; span && d < t.shape.size(); ++d) {
+    int64_t term = 0;
+    if (__builtin_mul_overflow(t.shape[d] - 1, strides[d], &term) || __builtin_add_overflow(span, term, &span) ||
+        span > (int64_t{1} << 32))
+      malformed(where, fmt::format("{}: storage of more than 2^32 elements", name));
+  }
   t.output = j.value("output", false);
   return t;
 }
@@ -67,21 +97,52 @@ int64_t TensorSpec::storage_elements() const {
 }
 
 std::vector<TestCase> load_test_cases(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
-  nlohmann::json root = nlohmann::json::parse(in, nullptr, false);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_test_cases(text.str(), path);
+}
+
+std::vector<TestCase> parse_test_cases(const std::string& text, const std::string& path) {
+  // NOTE: nesting is bounded before parsing: the values' destructors and dump() recurse.
+  {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (char ch : text) {
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (ch == '\\') escaped = true;
+        else if (ch == '"') in_string = false;
+      } else if (ch == '"') {
+        in_string = true;
+      } else if (ch == '[' || ch == '{') {
+        if (++depth > 64) throw std::runtime_error(fmt::format("{}: malformed test case: JSON nested deeper than 64", path));
+      } else if (ch == ']' || ch == '}') {
+        --depth;
+      }
+    }
+  }
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   if (root.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path));
+  if (!root.is_object()) malformed(path, "expected a case object or {\"cases\": [...]}");
   nlohmann::json list = root.contains("cases") ? root["cases"] : nlohmann::json::array({root});
+  if (!list.is_array()) malformed(path, "\"cases\" must be a list");
+  if (list.empty()) malformed(path, "the case list is empty");
   std::vector<TestCase> cases;
   int index = 0;
   for (const auto& j : list) {
+    if (!j.is_object()) malformed(fmt::format("{}#{}", path, index), "a case must be an object");
+    if (j.contains("name") && !j["name"].is_string()) malformed(fmt::format("{}#{}", path, index), "\"name\" must be a string");
     TestCase c;
     c.file = path;
     c.name = j.value("name", fmt::format("{}#{}", path, index));
     const std::string where = fmt::format("{} ({})", path, c.name);
+    if (j.contains("op") && !j["op"].is_string()) malformed(where, "\"op\" must be a string");
     c.op = j.value("op", "");
     if (c.op.empty()) malformed(where, "missing \"op\"");
     if (j.contains("config")) c.config = j["config"];
+    if (!c.config.is_object()) malformed(where, fmt::format("\"config\" must be an object, got {}", c.config.type_name()));
     c.seed = j.value("seed", static_cast<uint64_t>(index + 1));
     if (!j.contains("tensors") || !j["tensors"].is_object()) malformed(where, "missing \"tensors\"");
     for (const auto& [name, t] : j["tensors"].items()) c.tensors.push_back(parse_tensor(where, name, t));
@@ -110,7 +171,17 @@ std::vector<TestCase> load_test_cases(const std::string& path) {
         c.compare[name] = cs;
       }
     }
-    if (j.contains("golden")) c.golden = j["golden"];
+    if (j.contains("golden")) {
+      c.golden = j["golden"];
+      if (!c.golden.is_object()) malformed(where, fmt::format("\"golden\" must be an object, got {}", c.golden.type_name()));
+      // A golden under a name nothing compares (a misspelt tensor) would check nothing.
+      for (const auto& [name, g] : c.golden.items()) {
+        if (!c.compare.count(name)) malformed(where, "golden names " + name + ", which no \"compare\" entry checks");
+        if (!g.is_object() || !(g.contains("bits") || g.contains("values")) ||
+            !(g.contains("bits") ? g["bits"] : g["values"]).is_array())
+          malformed(where, "golden " + name + ": expected {\"bits\": [...]} or {\"values\": [...]}");
+      }
+    }
     if (j.contains("expect_error")) {
       c.expect_error = ExpectedError{j["expect_error"].value("category", ""), j["expect_error"].value("contains", "")};
     }

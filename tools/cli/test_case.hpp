@@ -89,6 +89,8 @@ struct TestCase {
 
 // Throws std::runtime_error naming the file and case on a malformed case.
 std::vector<TestCase> load_test_cases(const std::string& path);
+// The same for a file's text (`path` names it in messages); the fuzz target over case files calls it.
+std::vector<TestCase> parse_test_cases(const std::string& text, const std::string& path);
 
 // Host storage of one tensor, filled as its init says (deterministic in seed and tensor name).
 struct HostTensor {

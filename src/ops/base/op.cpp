@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "attnjit/error.hpp"
+#include "runtime/tensor_checks.hpp"
 
 namespace attnjit::detail {
 
@@ -53,7 +56,13 @@ double ConfigReader::get_number(const std::string& key, double fallback) const {
   if (!has(key)) return fallback;
   if (!config_[key].is_number())
     throw InvalidArgument(fmt::format("{}: param: {}: expected a number, got {}", op_, key, config_[key].dump()));
-  return config_[key].get<double>();
+  // NOTE: every numeric parameter is an integer or a scale far inside 2^53; past that the ops' casts to
+  // integers would overflow (UB), so the bound is checked once here.
+  const double v = config_[key].get<double>();
+  if (!(std::fabs(v) <= 9007199254740992.0))
+    throw InvalidArgument(fmt::format("{}: param: {}: expected a finite number of magnitude at most 2^53, got {}", op_,
+                                      key, v));
+  return v;
 }
 
 std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) const {
@@ -64,25 +73,32 @@ std::string ConfigReader::get_string(const std::string& key, const std::string& 
 }
 
 Plan OpInstance::plan(const TensorArgs& tensors) {
-  std::string sig = signature(tensors);
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    auto it = plans_.find(sig);
-    if (it != plans_.end()) {
-      it->second->prepare(tensors);
-      return Plan(it->second);
+  check_tensor_args(tensors, name_);
+  try {
+    std::string sig = signature(tensors);
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      auto it = plans_.find(sig);
+      if (it != plans_.end()) {
+        it->second->prepare(tensors);
+        return Plan(it->second);
+      }
     }
+    // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
+    // concurrent builds of one kernel share a single compile.
+    auto p = build_plan(tensors);
+    std::shared_ptr<const PlanImpl> kept;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      kept = plans_.emplace(std::move(sig), std::move(p)).first->second;
+    }
+    kept->prepare(tensors);
+    return Plan(kept);
+  } catch (const std::bad_alloc&) {
+    throw_allocation_failure(tensors, name_);
+  } catch (const Error&) {
+    rethrow_with_op(name_);
   }
-  // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
-  // concurrent builds of one kernel share a single compile.
-  auto p = build_plan(tensors);
-  std::shared_ptr<const PlanImpl> kept;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    kept = plans_.emplace(std::move(sig), std::move(p)).first->second;
-  }
-  kept->prepare(tensors);
-  return Plan(kept);
 }
 
 }  // namespace attnjit::detail
