@@ -1,13 +1,13 @@
 // attnjit: the runtime. Owns the NVRTC compiler, the disk cache of cubins, loaded kernels per
 // device, and the op instances built from (op name, config JSON).
 #pragma once
+#include <attnjit/config.hpp>
 #include <attnjit/error.hpp>
 #include <attnjit/plan.hpp>
 #include <attnjit/tensor.hpp>
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +38,9 @@ struct RuntimeOptions {
                                           // the two-kernel slab path even where the fused kernel fits
 
   static RuntimeOptions from_env();
-  // Applies the keys of a JSON object with the field names above (the C ABI's options_json).
-  static RuntimeOptions from_json(const nlohmann::json& j, RuntimeOptions base = from_env());
+  // Applies the keys of a JSON object (text) with the field names above (the C ABI's options_json);
+  // "" and "null" change nothing.
+  static RuntimeOptions from_json(std::string_view json, RuntimeOptions base = from_env());
   // The directory actually used (after the defaults above).
   std::string resolved_cache_dir() const;
 };
@@ -58,6 +59,11 @@ class Op {
   Op() = default;
   explicit Op(std::shared_ptr<detail::OpInstance> impl) : impl_(std::move(impl)) {}
   Plan plan(const TensorArgs& tensors) const;
+  // As plan(tensors), but never allocates device scratch: the plan records what these shapes need
+  // (Plan::workspace_bytes()) and runs on `workspace` (device memory of at least that many bytes,
+  // 256-byte aligned), or on a buffer bound later with Plan::set_workspace when `workspace` is null.
+  // Throws InvalidArgument when a given buffer is too small.
+  Plan plan(const TensorArgs& tensors, void* workspace, std::size_t workspace_bytes) const;
   void run(const TensorArgs& tensors, void* stream = nullptr) const { plan(tensors).execute(tensors, stream); }
   const std::string& name() const;
 
@@ -75,12 +81,11 @@ class Runtime {
   const RuntimeOptions& options() const;
 
   // An op instance; instances are cached by (name, canonical config), so asking twice is cheap.
-  Op op(std::string_view name, const nlohmann::json& config = nlohmann::json::object());
-  Plan plan(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors) {
+  Op op(std::string_view name, const Config& config = {});
+  Plan plan(std::string_view name, const Config& config, const TensorArgs& tensors) {
     return op(name, config).plan(tensors);
   }
-  void run(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors,
-           void* stream = nullptr) {
+  void run(std::string_view name, const Config& config, const TensorArgs& tensors, void* stream = nullptr) {
     op(name, config).run(tensors, stream);
   }
 

@@ -7,19 +7,14 @@
 #include <string>
 
 #include "attnjit/runtime.hpp"
+#include "runtime/c_api_handles.hpp"
+#include "runtime/runtime_impl.hpp"
 
-struct attnjit_runtime {
-  attnjit::Runtime runtime;
-  explicit attnjit_runtime(attnjit::RuntimeOptions o) : runtime(std::move(o)) {}
-};
-
-struct attnjit_plan {
-  attnjit::Plan plan;
-};
+thread_local std::string attnjit::capi::g_last_error;
 
 namespace {
 
-thread_local std::string g_last_error;
+using attnjit::capi::g_last_error;
 
 template <typename F>
 attnjit_status guarded(F&& f) {
@@ -72,7 +67,7 @@ attnjit_status attnjit_runtime_create(const char* options_json, attnjit_runtime*
   return guarded([&] {
     require(out, "out");
     *out = nullptr;
-    auto options = attnjit::RuntimeOptions::from_json(parse_json(options_json, "options_json"));
+    auto options = attnjit::RuntimeOptions::from_json(parse_json(options_json, "options_json").dump());
     *out = new attnjit_runtime(std::move(options));
   });
 }
@@ -87,7 +82,7 @@ attnjit_status attnjit_plan_create(attnjit_runtime* rt, const char* op, const ch
     require(out, "out");
     *out = nullptr;
     auto args = to_args(num_tensors, names, tensors);
-    auto plan = rt->runtime.op(op, parse_json(config_json, "config_json")).plan(args);
+    auto plan = attnjit::Op(rt->runtime.impl().op(op, parse_json(config_json, "config_json"))).plan(args);
     *out = new attnjit_plan{std::move(plan)};
   });
 }
@@ -108,7 +103,7 @@ attnjit_status attnjit_run(attnjit_runtime* rt, const char* op, const char* conf
     require(rt, "runtime");
     require(op, "op");
     auto args = to_args(num_tensors, names, tensors);
-    rt->runtime.op(op, parse_json(config_json, "config_json")).run(args, stream);
+    attnjit::Op(rt->runtime.impl().op(op, parse_json(config_json, "config_json"))).run(args, stream);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "attnjit/runtime.hpp"
 
@@ -76,7 +77,10 @@ RuntimeOptions RuntimeOptions::from_env() {
   return o;
 }
 
-RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions o) {
+RuntimeOptions RuntimeOptions::from_json(std::string_view text, RuntimeOptions o) {
+  if (text.empty()) return o;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw InvalidArgument(fmt::format("options_json: expected valid JSON, got '{}'", text));
   if (j.is_null()) return o;
   if (!j.is_object()) throw InvalidArgument(fmt::format("options: expected a JSON object, got {}", j.dump()));
   for (const auto& [k, v] : j.items()) {

@@ -4,6 +4,7 @@
 #include "jit/cuda_driver.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/workspace.hpp"
 
 namespace attnjit {
 
@@ -91,7 +92,9 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<detail::Runtim
 Runtime::~Runtime() = default;
 const RuntimeOptions& Runtime::options() const { return impl_->options(); }
 
-Op Runtime::op(std::string_view name, const nlohmann::json& config) { return Op(impl_->op(name, config)); }
+Op Runtime::op(std::string_view name, const Config& config) {
+  return Op(impl_->op(name, nlohmann::json::parse(config.json())));
+}
 
 std::vector<std::string> Runtime::op_names() {
   std::vector<std::string> names;
@@ -111,11 +114,19 @@ const std::string& Op::name() const {
 
 void Plan::execute(const TensorArgs& tensors, void* stream) const {
   if (!impl_) throw InvalidArgument("plan: expected a plan from Op::plan(), got an empty Plan");
+  if (workspace_ || caller_workspace_) {
+    detail::CallerWorkspaceScope scope(reinterpret_cast<CUdeviceptr>(workspace_), workspace_size_);
+    impl_->execute(tensors, stream);
+    return;
+  }
   impl_->execute(tensors, stream);
 }
 
 std::string Plan::describe() const { return impl_ ? impl_->describe() : std::string("(empty plan)"); }
-std::size_t Plan::workspace_bytes() const { return impl_ ? impl_->workspace_bytes() : 0; }
+std::size_t Plan::workspace_bytes() const {
+  if (caller_workspace_) return planned_bytes_;
+  return impl_ ? impl_->workspace_bytes() : 0;
+}
 
 const char* version() { return ATTNJIT_VERSION; }
 

@@ -121,6 +121,9 @@ int64_t TensorRef::numel() const {
 }
 
 bool TensorRef::is_contiguous() const {
+  // NOTE: a zero-element tensor is contiguous whatever its strides (torch and numpy give [1, 1000, 0]
+  // strides such as [1000, 1, 1] or all zeros).
+  if (numel() == 0) return true;
   int64_t stride = 1;
   for (int d = ndim - 1; d >= 0; --d) {
     if (shape[d] != 1 && strides[d] != stride) return false;
