@@ -9,7 +9,6 @@ have their shapes), so torch.compile(fullgraph=True) and torch.export trace the 
 Autograd: attnjit::bsa_fwd_autograd is a functional op returning (o, lse) whose backward is bsa_bwd;
 attnjit.bsa_fwd uses it when an input requires grad.
 """
-from __future__ import annotations
 
 import json
 from typing import Any, Dict, List, Optional, Tuple
