@@ -2,13 +2,13 @@
 // device, and the op instances built from (op name, config JSON).
 #pragma once
 #include <attnjit/export.hpp>
+#include <attnjit/config.hpp>
 #include <attnjit/error.hpp>
 #include <attnjit/plan.hpp>
 #include <attnjit/tensor.hpp>
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,11 +33,13 @@ struct ATTNJIT_API RuntimeOptions {
   // decode_tile ("BNxWARPS"), decode_splits (count) and li_force_slab (bool), applied over the
   // ATTNJIT_TUNE_GQA_TILE, ATTNJIT_TUNE_DECODE_TILE, ATTNJIT_TUNE_DECODE_SPLITS and
   // ATTNJIT_TUNE_LI_FORCE_SLAB variables when the runtime is created (the README lists their values).
-  nlohmann::json tune = nlohmann::json::object();
+  // A JSON object, as text (the public API carries no JSON library's types), e.g. {"gqa_tile": "128x32x4"}.
+  std::string tune = "{}";
 
   static RuntimeOptions from_env();
-  // Applies the keys of a JSON object with the field names above (the C ABI's options_json).
-  static RuntimeOptions from_json(const nlohmann::json& j, RuntimeOptions base = from_env());
+  // Applies the keys of a JSON object (text) with the field names above (the C ABI's options_json);
+  // "" and "null" change nothing.
+  static RuntimeOptions from_json(std::string_view json, RuntimeOptions base = from_env());
   // The directory actually used (after the defaults above).
   std::string resolved_cache_dir() const;
 };
@@ -56,6 +58,11 @@ class ATTNJIT_API Op {
   Op() = default;
   explicit Op(std::shared_ptr<detail::OpInstance> impl) : impl_(std::move(impl)) {}
   Plan plan(const TensorArgs& tensors) const;
+  // As plan(tensors), but never allocates device scratch: the plan records what these shapes need
+  // (Plan::workspace_bytes()) and runs on `workspace` (device memory of at least that many bytes,
+  // 256-byte aligned), or on a buffer bound later with Plan::set_workspace when `workspace` is null.
+  // Throws InvalidArgument when a given buffer is too small.
+  Plan plan(const TensorArgs& tensors, void* workspace, std::size_t workspace_bytes) const;
   void run(const TensorArgs& tensors, void* stream = nullptr) const { plan(tensors).execute(tensors, stream); }
   const std::string& name() const;
 
@@ -73,12 +80,11 @@ class ATTNJIT_API Runtime {
   const RuntimeOptions& options() const;
 
   // An op instance; instances are cached by (name, canonical config), so asking twice is cheap.
-  Op op(std::string_view name, const nlohmann::json& config = nlohmann::json::object());
-  Plan plan(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors) {
+  Op op(std::string_view name, const Config& config = {});
+  Plan plan(std::string_view name, const Config& config, const TensorArgs& tensors) {
     return op(name, config).plan(tensors);
   }
-  void run(std::string_view name, const nlohmann::json& config, const TensorArgs& tensors,
-           void* stream = nullptr) {
+  void run(std::string_view name, const Config& config, const TensorArgs& tensors, void* stream = nullptr) {
     op(name, config).run(tensors, stream);
   }
 

@@ -10,16 +10,19 @@
 #include "attnjit/error.hpp"
 #include "jit/embedded_templates.hpp"
 #include "base/logging.hpp"
+#include "jit/nvrtc_library.hpp"
 
 namespace attnjit::jit {
 
 namespace {
 
+const NvrtcLibrary& nv() { return NvrtcLibrary::get(); }
+
 std::string program_log(nvrtcProgram prog) {
   size_t size = 0;
-  nvrtcGetProgramLogSize(prog, &size);
+  nv().nvrtcGetProgramLogSize(prog, &size);
   std::string log(size, '\0');
-  if (size) nvrtcGetProgramLog(prog, log.data());
+  if (size) nv().nvrtcGetProgramLog(prog, log.data());
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   return log;
 }
@@ -27,7 +30,7 @@ std::string program_log(nvrtcProgram prog) {
 void check_nvrtc(nvrtcResult r, const char* what, const KernelSpec& spec, nvrtcProgram prog) {
   if (r == NVRTC_SUCCESS) return;
   std::string log = prog ? program_log(prog) : std::string();
-  throw CompileError(fmt::format("{} failed for kernel {}: {}\n{}", what, spec.describe(), nvrtcGetErrorString(r), log),
+  throw CompileError(fmt::format("{} failed for kernel {}: {}\n{}", what, spec.describe(), nv().nvrtcGetErrorString(r), log),
                      spec.describe(), log);
 }
 
@@ -35,11 +38,7 @@ void check_nvrtc(nvrtcResult r, const char* what, const KernelSpec& spec, nvrtcP
 
 NvrtcCompiler::NvrtcCompiler(CompileSettings settings) : settings_(std::move(settings)) {}
 
-std::string NvrtcCompiler::version() {
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  return fmt::format("{}.{}", major, minor);
-}
+std::string NvrtcCompiler::version() { return nv().version(); }
 
 std::vector<std::string> NvrtcCompiler::key_options(const KernelSpec& spec) const {
   std::vector<std::string> opts = {
@@ -57,6 +56,7 @@ std::string NvrtcCompiler::source_for(const KernelSpec& spec) {
 }
 
 CompileResult NvrtcCompiler::compile(const KernelSpec& spec) const {
+  nv().require(("compiling kernel " + spec.describe()).c_str());
   auto t0 = std::chrono::steady_clock::now();
   const auto templates = embedded_templates();
   std::vector<const char*> header_texts, header_names;
@@ -72,36 +72,37 @@ CompileResult NvrtcCompiler::compile(const KernelSpec& spec) const {
         << source << "// entry: " << spec.entry << "\n";
   }
   nvrtcProgram prog = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), (spec.describe() + ".cu").c_str(),
+  check_nvrtc(nv().nvrtcCreateProgram(&prog, source.c_str(), (spec.describe() + ".cu").c_str(),
                                  static_cast<int>(header_texts.size()), header_texts.data(), header_names.data()),
               "nvrtcCreateProgram", spec, nullptr);
   struct Guard {
     nvrtcProgram* p;
-    ~Guard() { nvrtcDestroyProgram(p); }
+    ~Guard() { nv().nvrtcDestroyProgram(p); }
   } guard{&prog};
-  check_nvrtc(nvrtcAddNameExpression(prog, spec.entry.c_str()), "nvrtcAddNameExpression", spec, prog);
+  check_nvrtc(nv().nvrtcAddNameExpression(prog, spec.entry.c_str()), "nvrtcAddNameExpression", spec, prog);
 
   std::vector<std::string> opts = key_options(spec);
   // NOTE: include paths stay out of the key: the headers' version is the NVRTC version, in the key.
-  opts.push_back(std::string("-I") + ATTNJIT_CUDA_INCLUDE_DIR);
-  opts.push_back(std::string("-I") + ATTNJIT_CUDA_INCLUDE_DIR + "/cccl");
+  const std::string cuda_include = NvrtcLibrary::cuda_include_dir();
+  opts.push_back("-I" + cuda_include);
+  opts.push_back("-I" + cuda_include + "/cccl");
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
-  nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
+  nvrtcResult r = nv().nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
   CompileResult result;
   result.log = program_log(prog);
   if (r != NVRTC_SUCCESS) {
     throw CompileError(fmt::format("NVRTC could not compile kernel {} ({}):\n{}", spec.describe(),
-                                   nvrtcGetErrorString(r), result.log),
+                                   nv().nvrtcGetErrorString(r), result.log),
                        spec.describe(), result.log);
   }
   const char* lowered = nullptr;
-  check_nvrtc(nvrtcGetLoweredName(prog, spec.entry.c_str(), &lowered), "nvrtcGetLoweredName", spec, prog);
+  check_nvrtc(nv().nvrtcGetLoweredName(prog, spec.entry.c_str(), &lowered), "nvrtcGetLoweredName", spec, prog);
   result.lowered_name = lowered;
   size_t cubin_size = 0;
-  check_nvrtc(nvrtcGetCUBINSize(prog, &cubin_size), "nvrtcGetCUBINSize", spec, prog);
+  check_nvrtc(nv().nvrtcGetCUBINSize(prog, &cubin_size), "nvrtcGetCUBINSize", spec, prog);
   result.cubin.resize(cubin_size);
-  check_nvrtc(nvrtcGetCUBIN(prog, result.cubin.data()), "nvrtcGetCUBIN", spec, prog);
+  check_nvrtc(nv().nvrtcGetCUBIN(prog, result.cubin.data()), "nvrtcGetCUBIN", spec, prog);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logger().info("compiled {} in {:.2f} s", spec.describe(), result.seconds);
   return result;

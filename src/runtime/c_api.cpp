@@ -11,21 +11,15 @@
 #include <unordered_set>
 
 #include "attnjit/runtime.hpp"
+#include "runtime/c_api_handles.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "runtime/tensor_checks.hpp"
 
-struct attnjit_runtime {
-  attnjit::Runtime runtime;
-  explicit attnjit_runtime(attnjit::RuntimeOptions o) : runtime(std::move(o)) {}
-};
-
-struct attnjit_plan {
-  attnjit::Plan plan;
-  std::string op;  // for the "<op>: " prefix of execute's errors
-};
+thread_local std::string attnjit::capi::g_last_error;
 
 namespace {
 
-thread_local std::string g_last_error;
+using attnjit::capi::g_last_error;
 
 // Every handle handed out and not yet destroyed: a second destroy of one (while its address has not
 // been reused) is detected and ignored, and execute on a destroyed plan is an error, not a crash.
@@ -117,13 +111,23 @@ void require(const void* p, const char* what) {
 
 }  // namespace
 
+// The hardened entry steps, shared with c_api_info.cpp (declared in c_api_handles.hpp).
+namespace attnjit::capi {
+void track_handle(const void* h) { track(h); }
+bool live_handle(const void* h) { return live(h); }
+nlohmann::json parse_config(const char* text, const char* what) { return parse_json(text, what); }
+attnjit::TensorArgs tensor_args(std::string_view op, int n, const char* const* names, const DLTensor* tensors) {
+  return to_args(op, n, names, tensors);
+}
+}  // namespace attnjit::capi
+
 extern "C" {
 
 attnjit_status attnjit_runtime_create(const char* options_json, attnjit_runtime** out) {
   return guarded({}, [&] {
     require(out, "out");
     *out = nullptr;
-    auto options = attnjit::RuntimeOptions::from_json(parse_json(options_json, "options_json"));
+    auto options = attnjit::RuntimeOptions::from_json(parse_json(options_json, "options_json").dump());
     auto* rt = new attnjit_runtime(std::move(options));
     track(rt);
     *out = rt;
@@ -143,7 +147,7 @@ attnjit_status attnjit_plan_create(attnjit_runtime* rt, const char* op, const ch
     *out = nullptr;
     if (!live(rt)) throw attnjit::InvalidArgument("runtime: expected a live runtime, got a destroyed or foreign handle");
     auto args = to_args(op, num_tensors, names, tensors);
-    auto plan = rt->runtime.op(op, parse_json(config_json, "config_json")).plan(args);
+    auto plan = attnjit::Op(rt->runtime.impl().op(op, parse_json(config_json, "config_json"))).plan(args);
     auto* p = new attnjit_plan{std::move(plan), op};
     track(p);
     *out = p;
@@ -171,7 +175,7 @@ attnjit_status attnjit_run(attnjit_runtime* rt, const char* op, const char* conf
     require(op, "op");
     if (!live(rt)) throw attnjit::InvalidArgument("runtime: expected a live runtime, got a destroyed or foreign handle");
     auto args = to_args(op, num_tensors, names, tensors);
-    rt->runtime.op(op, parse_json(config_json, "config_json")).run(args, stream);
+    attnjit::Op(rt->runtime.impl().op(op, parse_json(config_json, "config_json"))).run(args, stream);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "attnjit/runtime.hpp"
 #include "ops/base/tuning.hpp"
@@ -82,7 +83,10 @@ RuntimeOptions RuntimeOptions::from_env() {
   return o;
 }
 
-RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions o) {
+RuntimeOptions RuntimeOptions::from_json(std::string_view text, RuntimeOptions o) {
+  if (text.empty()) return o;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw InvalidArgument(fmt::format("options_json: expected valid JSON, got '{}'", text));
   if (j.is_null()) return o;
   if (!j.is_object()) throw InvalidArgument(fmt::format("options: expected a JSON object, got {}", j.dump()));
   for (const auto& [k, v] : j.items()) {
@@ -110,7 +114,11 @@ RuntimeOptions RuntimeOptions::from_json(const nlohmann::json& j, RuntimeOptions
         // Checked here (keys, types) so a bad options_json fails where it is given; applied over the
         // ATTNJIT_TUNE_* variables when the runtime is created.
         ops::Tuning::apply(v, ops::Tuning{});
-        for (const auto& [tk, tv] : v.items()) o.tune[tk] = tv;
+        {
+          nlohmann::json merged = nlohmann::json::parse(o.tune.empty() ? std::string("{}") : o.tune);
+          for (const auto& [tk, tv] : v.items()) merged[tk] = tv;
+          o.tune = merged.dump();
+        }
       }
       else
         throw InvalidArgument(fmt::format("options: param: {}: expected one of cache_dir, cache_read_only, "

@@ -5,6 +5,7 @@
 #include "base/logging.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/tensor_checks.hpp"
+#include "ops/base/workspace.hpp"
 
 namespace attnjit {
 
@@ -30,7 +31,7 @@ jit::KernelCacheSettings cache_settings(const RuntimeOptions& o) {
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(RuntimeOptions options)
-    : options_(std::move(options)), tuning_(ops::Tuning::read(options_.tune)) {
+    : options_(std::move(options)), tuning_(ops::Tuning::read(ops::Tuning::parse_text(options_.tune))) {
   set_log_level(options_.log_level);
   kernels_ = std::make_unique<jit::KernelCache>(cache_settings(options_));
 }
@@ -100,7 +101,9 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_shared<detail::Runtim
 Runtime::~Runtime() = default;
 const RuntimeOptions& Runtime::options() const { return impl_->options(); }
 
-Op Runtime::op(std::string_view name, const nlohmann::json& config) { return Op(impl_->op(name, config)); }
+Op Runtime::op(std::string_view name, const Config& config) {
+  return Op(impl_->op(name, nlohmann::json::parse(config.json())));
+}
 
 std::vector<std::string> Runtime::op_names() {
   std::vector<std::string> names;
@@ -127,6 +130,11 @@ void Plan::execute(const TensorArgs& tensors, void* stream) const {
     }
   }
   try {
+    if (workspace_ || caller_workspace_) {
+      detail::CallerWorkspaceScope scope(reinterpret_cast<CUdeviceptr>(workspace_), workspace_size_);
+      impl_->execute(tensors, stream);
+      return;
+    }
     impl_->execute(tensors, stream);
   } catch (const std::bad_alloc&) {
     const std::string d = impl_->describe();
@@ -135,7 +143,10 @@ void Plan::execute(const TensorArgs& tensors, void* stream) const {
 }
 
 std::string Plan::describe() const { return impl_ ? impl_->describe() : std::string("(empty plan)"); }
-std::size_t Plan::workspace_bytes() const { return impl_ ? impl_->workspace_bytes() : 0; }
+std::size_t Plan::workspace_bytes() const {
+  if (caller_workspace_) return planned_bytes_;
+  return impl_ ? impl_->workspace_bytes() : 0;
+}
 
 const char* version() { return ATTNJIT_VERSION; }
 

@@ -1,5 +1,7 @@
 /* The C ABI (include/attnjit/attnjit.h) from plain C11: paged_kv_write through the reference on host
- * DLTensors, by attnjit_run and by plan_create + plan_execute, and the error statuses and messages.
+ * DLTensors, by attnjit_run and by plan_create + plan_execute, and the error statuses and messages;
+ * the version, op listing and argument tables, a warm-up of paged_kv_write into a temporary cache
+ * (with the log callback receiving its records, then again in no-JIT mode) and workspace sizes.
  * Prints one line per check; exits non-zero when any check fails. */
 #define _POSIX_C_SOURCE 200809L
 #include <attnjit/attnjit.h>
@@ -122,6 +124,128 @@ static void remove_tree(const char* path) {
     closedir(d);
   }
   rmdir(path);
+}
+
+/* ---- Version, introspection, warm-up, workspace size and the log callback. ---- */
+
+typedef struct {
+  int records;
+  int compiled_records; /* "compiled <kernel> in ..." at info level */
+  int max_level;
+} LogSeen;
+
+static void on_log(int level, const char* message, void* user) {
+  LogSeen* seen = (LogSeen*)user;
+  ++seen->records;
+  if (level > seen->max_level) seen->max_level = level;
+  if (strncmp(message, "compiled ", 9) == 0) ++seen->compiled_records;
+}
+
+static void check_info_entry_points(const char* cache_dir) {
+  char* json = NULL;
+  char options[4200];
+  attnjit_runtime* rt = NULL;
+  attnjit_plan* plan = NULL;
+  attnjit_status st;
+  attnjit_warmup_result w;
+  LogSeen seen = {0, 0, -1};
+  size_t bytes = 12345;
+  static Call a;
+
+  check(attnjit_version() != NULL && strcmp(attnjit_version(), "") != 0 && strchr(attnjit_version(), '.') != NULL,
+        "attnjit_version returns a dotted version");
+
+  st = attnjit_list_ops(&json);
+  check(st == ATTNJIT_OK && json && json[0] == '[' && strstr(json, "\"paged_kv_write\"") && strstr(json, "\"gqa_fwd\"") &&
+            strstr(json, "\"bsa_bwd\""),
+        "attnjit_list_ops returns a JSON array naming paged_kv_write, gqa_fwd and bsa_bwd");
+  attnjit_free_string(json);
+  json = NULL;
+
+  st = attnjit_op_info("gqa_fwd", &json);
+  check(st == ATTNJIT_OK && json != NULL, "attnjit_op_info(gqa_fwd) succeeds");
+  if (json) {
+    check(strstr(json, "\"name\":\"q\"") && strstr(json, "\"role\":\"in\"") && strstr(json, "\"name\":\"o\"") &&
+              strstr(json, "\"role\":\"out\""),
+          "gqa_fwd's table lists q as an input and o as an output");
+    check(strstr(json, "{\"default\":true,\"name\":\"is_causal\",\"required\":false,\"type\":\"bool\"}") != NULL,
+          "gqa_fwd's is_causal is a bool defaulting to true");
+    check(strstr(json, "\"name\":\"sm_scale\"") && strstr(json, "\"lse\":\"lse\"") && strstr(json, "\"rank\":4"),
+          "gqa_fwd's table has sm_scale, its LSE output and ranks");
+    attnjit_free_string(json);
+    json = NULL;
+  }
+  st = attnjit_op_info("nope", &json);
+  check(st == ATTNJIT_INVALID_ARGUMENT && json == NULL && strstr(attnjit_last_error(), "unknown op") &&
+            strstr(attnjit_last_error(), "paged_kv_write"),
+        "attnjit_op_info of an unknown op fails listing the known ops");
+  st = attnjit_op_info("paged_kv_write", NULL);
+  check(st == ATTNJIT_INVALID_ARGUMENT, "attnjit_op_info with a NULL out pointer fails");
+  st = attnjit_set_log_level("loud");
+  check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "loud"), "an unknown log level is refused");
+
+  /* Log records go to the callback: a warm-up at info level logs one "compiled ..." per kernel. */
+  st = attnjit_set_log_callback(on_log, &seen);
+  check(st == ATTNJIT_OK, "attnjit_set_log_callback installs a callback");
+  snprintf(options, sizeof options, "{\"cache_dir\": \"%s\", \"log_level\": \"info\"}", cache_dir);
+  st = attnjit_runtime_create(options, &rt);
+  check(st == ATTNJIT_OK && rt, "a runtime with log_level info on a fresh cache");
+  if (!rt) return;
+  memset(&w, 0xff, sizeof w);
+  st = attnjit_warmup(rt, "paged_kv_write", "sm_90a", 2, &w);
+  check(st == ATTNJIT_OK && w.kernels > 0 && w.compiled == w.kernels && w.cache_hits == 0 && w.failed == 0,
+        "attnjit_warmup(paged_kv_write, sm_90a) compiles every kernel of its matrix into the temp cache");
+  printf("      warm-up: %d kernels, compiled %d, hits %d, failed %d\n", w.kernels, w.compiled, w.cache_hits, w.failed);
+  check(seen.compiled_records == w.kernels && seen.max_level == ATTNJIT_LOG_INFO,
+        "the log callback received one info record per compiled kernel");
+  seen.compiled_records = 0;
+  st = attnjit_warmup(rt, " paged_kv_write ", "sm_90a", 1, &w);
+  check(st == ATTNJIT_OK && w.failed == 0 && w.compiled + w.cache_hits == w.kernels && seen.compiled_records == 0,
+        "a second warm-up in the same runtime compiles nothing (names are trimmed)");
+  st = attnjit_warmup(rt, "paged_kv_write,nope", "sm_90a", 1, &w);
+  check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "nope"), "a warm-up of an unknown op fails");
+  attnjit_runtime_destroy(rt);
+  rt = NULL;
+  st = attnjit_set_log_callback(NULL, NULL);
+  check(st == ATTNJIT_OK, "attnjit_set_log_callback(NULL) restores stderr");
+
+  /* No-JIT mode over the warmed cache: every kernel is found, nothing compiles. */
+  snprintf(options, sizeof options, "{\"cache_dir\": \"%s\", \"no_jit\": true}", cache_dir);
+  st = attnjit_runtime_create(options, &rt);
+  check(st == ATTNJIT_OK && rt, "a no-JIT runtime on the warmed cache");
+  if (!rt) return;
+  st = attnjit_warmup(rt, "paged_kv_write", "sm_90a", 1, &w);
+  check(st == ATTNJIT_OK && w.cache_hits == w.kernels && w.compiled == 0, "no-JIT warm-up: all hits");
+
+  /* Workspace of a reference plan: 0 bytes, with or without a caller buffer. */
+  init_call(&a, 0x3C00, 5, -1, 0);
+  st = attnjit_plan_create_with_workspace(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors,
+                                          NULL, 0, &plan);
+  check(st == ATTNJIT_OK && plan, "attnjit_plan_create_with_workspace (no buffer) plans a reference call");
+  if (plan) {
+    st = attnjit_plan_workspace_size(plan, &bytes);
+    check(st == ATTNJIT_OK && bytes == 0, "a reference plan needs 0 workspace bytes");
+    st = attnjit_plan_set_workspace(plan, (void*)(uintptr_t)0x100, 0);
+    check(st == ATTNJIT_OK, "binding a buffer of 0 bytes to a 0-byte plan is accepted");
+    st = attnjit_plan_set_workspace(plan, (void*)(uintptr_t)0x101, 64);
+    check(st == ATTNJIT_INVALID_ARGUMENT && strstr(attnjit_last_error(), "aligned"),
+          "an unaligned workspace is refused");
+    st = attnjit_plan_set_workspace(plan, NULL, 0);
+    st = attnjit_plan_execute(plan, 5, kNames, a.tensors, NULL);
+    check(st == ATTNJIT_OK && pools_match(&a), "the plan executes");
+    attnjit_plan_destroy(plan);
+    plan = NULL;
+  }
+  st = attnjit_plan_create(rt, "paged_kv_write", "{\"impl\": \"reference\"}", 5, kNames, a.tensors, &plan);
+  if (plan) {
+    bytes = 12345;
+    st = attnjit_plan_workspace_size(plan, &bytes);
+    check(st == ATTNJIT_OK && bytes == 0, "attnjit_plan_workspace_size of a plan_create reference plan is 0");
+    attnjit_plan_destroy(plan);
+  }
+  st = attnjit_plan_workspace_size(NULL, &bytes);
+  check(st == ATTNJIT_INVALID_ARGUMENT, "attnjit_plan_workspace_size(NULL) fails");
+  attnjit_runtime_destroy(rt);
 }
 
 int main(void) {
@@ -269,6 +393,16 @@ int main(void) {
   check(st == ATTNJIT_INVALID_ARGUMENT, "invalid options_json fails");
   st = attnjit_runtime_create(options, NULL);
   check(st == ATTNJIT_INVALID_ARGUMENT, "a NULL out pointer fails");
+
+  {
+    char dir2[] = "/tmp/attnjit-c-api-warm-XXXXXX";
+    const char* warm = mkdtemp(dir2);
+    check(warm != NULL, "mkdtemp made a warm-up cache directory");
+    if (warm) {
+      check_info_entry_points(warm);
+      remove_tree(warm);
+    }
+  }
 
   remove_tree(tmp);
   printf("%d checks, %d failed\n", g_checks, g_failures);

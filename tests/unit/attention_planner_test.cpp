@@ -2,6 +2,7 @@
 // the kernel each call selects (tiles per head dim, flags, KV mode and dtypes in describe()), the
 // tuning override, and the backend rules. Kernel correctness is the GPU grid's job (tests/cases/gpu).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -29,7 +30,7 @@ using test::options_in;
 // test::options_in with the gqa_fwd tile override.
 attnjit::RuntimeOptions options_in(const test::TempDir& dir, const std::string& tile) {
   attnjit::RuntimeOptions o = test::options_in(dir);
-  o.tune["gqa_tile"] = tile;
+  o.tune = nlohmann::json{{"gqa_tile", tile}}.dump();
   return o;
 }
 
@@ -123,7 +124,7 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
   // N_kv = 64 is not a multiple of a page size of 24.
   CHECK_THROWS_WITH_AS(rt.impl().op("mha_decode_paged", {{"page_size", 24}})->kernels_for(mha, "sm_90a"),
                        doctest::Contains("mha_decode_paged: shape: k:"), attnjit::InvalidArgument);
-  CHECK_THROWS_WITH_AS(rt.op("mha_decode_paged", nlohmann::json::object()),
+  CHECK_THROWS_WITH_AS(rt.op("mha_decode_paged"),
                        doctest::Contains("mha_decode_paged: param: page_size:"), attnjit::InvalidArgument);
 }
 
@@ -201,7 +202,7 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_TUNE_DECODE
 
   test::TempDir dir("planner");
   attnjit::RuntimeOptions o = options_in(dir);
-  o.tune["decode_tile"] = "128x2";
+  o.tune = nlohmann::json{{"decode_tile", "128x2"}}.dump();
   attnjit::Runtime tuned(o);
   TensorArgs mha{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {3, 1, 4, 64}, kGpu)},
                  {"k", TensorRef::contiguous(fake_addr(1), DType::kBF16, {64, 4, 64}, kGpu)},
@@ -211,7 +212,7 @@ TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_TUNE_DECODE
                  {"o", TensorRef::contiguous(fake_addr(5), DType::kBF16, {3, 1, 4, 64}, kGpu)}};
   CHECK(selected_all(tuned, "mha_decode_paged", {{"page_size", 16}}, mha)[1] ==
         "mha_decode_paged.portable.bf16.d64.bm16.bn128.w2.split.sm_90a");
-  o.tune["decode_tile"] = "48x1";
+  o.tune = nlohmann::json{{"decode_tile", "48x1"}}.dump();
   attnjit::Runtime bad(o);
   CHECK_THROWS_WITH_AS(selected_all(bad, "mha_decode_paged", {{"page_size", 16}}, mha),
                        doctest::Contains("ATTNJIT_TUNE_DECODE_TILE"), attnjit::InvalidArgument);
@@ -260,7 +261,7 @@ TEST_CASE("attention planner: gqa_prefill_paged_append kernels and construction 
                                  {"cache_dtype", "e4m3"}},
                   "param: fuse_rope"},
         std::pair{nlohmann::json{{"page_size", 16}, {"max_seqlen_q", 8}, {"rotary_dim", 64}}, "param: rotary_dim"}}) {
-    CHECK_THROWS_WITH_AS(rt.op("gqa_prefill_paged_append", config), doctest::Contains(needle), attnjit::InvalidArgument);
+    CHECK_THROWS_WITH_AS(rt.op("gqa_prefill_paged_append", attnjit::Config::parse(config.dump())), doctest::Contains(needle), attnjit::InvalidArgument);
   }
 }
 

@@ -1,10 +1,19 @@
 // RuntimeOptions (include/attnjit/runtime.hpp, src/runtime/options.cpp): the ATTNJIT_* variables,
 // the JSON form and the cache directory defaults. Every test restores the environment.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "attnjit/runtime.hpp"
 #include "ops/base/tuning.hpp"
 #include "test_util.hpp"
+
+namespace {
+// RuntimeOptions::from_json takes JSON text; these tests write the objects inline.
+attnjit::RuntimeOptions options_from(const nlohmann::json& j,
+                                     attnjit::RuntimeOptions base = attnjit::RuntimeOptions::from_env()) {
+  return attnjit::RuntimeOptions::from_json(j.dump(), std::move(base));
+}
+}  // namespace
 
 namespace {
 
@@ -32,8 +41,8 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(o.lineinfo == false);
   CHECK(o.log_level == "warn");
   CHECK(o.arch.empty());
-  CHECK(o.tune == nlohmann::json::object());
-  const auto t = attnjit::ops::Tuning::read(o.tune);
+  CHECK(o.tune == "{}");
+  const auto t = attnjit::ops::Tuning::read(attnjit::ops::Tuning::parse_text(o.tune));
   CHECK(t.gqa_tile.empty());
   CHECK(t.decode_tile.empty());
   CHECK(t.decode_splits == 0);
@@ -122,8 +131,8 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(attnjit::ops::Tuning::read(nullptr).li_force_slab);
     env.set("ATTNJIT_TUNE_LI_FORCE_SLAB", "0");
     CHECK(!attnjit::ops::Tuning::read(nullptr).li_force_slab);
-    const auto o = RuntimeOptions::from_json({{"tune", {{"li_force_slab", true}}}}, RuntimeOptions::from_env());
-    CHECK(attnjit::ops::Tuning::read(o.tune).li_force_slab);
+    const auto o = options_from({{"tune", {{"li_force_slab", true}}}}, RuntimeOptions::from_env());
+    CHECK(attnjit::ops::Tuning::read(attnjit::ops::Tuning::parse_text(o.tune)).li_force_slab);
   }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
@@ -164,7 +173,7 @@ TEST_CASE("options: from_json applies known keys and rejects unknown keys and wr
   RuntimeOptions base;
   base.cache_dir = "/from/base";
   base.lock_timeout_ms = 7;
-  const auto o = RuntimeOptions::from_json(
+  const auto o = options_from(
       {{"cache_dir", "/json/cache"}, {"cache_read_only", true}, {"cache_disabled", true},
        {"cache_max_bytes", 1024}, {"lock_dir", "/json/locks"}, {"no_jit", true}, {"dump_sources_dir", "/json/dump"},
        {"lineinfo", true}, {"log_level", "error"}, {"arch", "sm_80"}},
@@ -180,30 +189,30 @@ TEST_CASE("options: from_json applies known keys and rejects unknown keys and wr
   CHECK(o.lineinfo);
   CHECK(o.log_level == "error");
   CHECK(o.arch == "sm_80");
-  CHECK(RuntimeOptions::from_json({{"lock_timeout_ms", 99}}, base).lock_timeout_ms == 99);
-  CHECK(RuntimeOptions::from_json(nullptr, base).cache_dir == "/from/base");
-  CHECK(RuntimeOptions::from_json(nlohmann::json::object(), base).cache_dir == "/from/base");
+  CHECK(options_from({{"lock_timeout_ms", 99}}, base).lock_timeout_ms == 99);
+  CHECK(options_from(nullptr, base).cache_dir == "/from/base");
+  CHECK(options_from(nlohmann::json::object(), base).cache_dir == "/from/base");
 
   try {
-    RuntimeOptions::from_json({{"cache_dirr", "/x"}}, base);
+    options_from({{"cache_dirr", "/x"}}, base);
     FAIL("unknown key accepted");
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(test::contains(e.what(), "cache_dirr"));
     CHECK(test::contains(e.what(), "unknown"));
   }
   try {
-    RuntimeOptions::from_json({{"cache_max_bytes", "lots"}}, base);
+    options_from({{"cache_max_bytes", "lots"}}, base);
     FAIL("wrong type accepted");
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(test::contains(e.what(), "cache_max_bytes"));
   }
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"no_jit", 1}}, base), attnjit::InvalidArgument);
-  CHECK(RuntimeOptions::from_json({{"tune", {{"decode_splits", 64}}}}, base).tune["decode_splits"] == 64);
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"tune", {{"decode_splits", -1}}}}, base), attnjit::InvalidArgument);
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"tune", {{"decode_split", 4}}}}, base), attnjit::InvalidArgument);
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"decode_splits", 64}}, base), attnjit::InvalidArgument);
-  CHECK_THROWS_AS(RuntimeOptions::from_json(nlohmann::json::array({1, 2}), base), attnjit::InvalidArgument);
-  CHECK_THROWS_AS(RuntimeOptions::from_json("cache_dir", base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(options_from({{"no_jit", 1}}, base), attnjit::InvalidArgument);
+  CHECK(options_from({{"tune", {{"decode_splits", 64}}}}, base).tune == R"({"decode_splits":64})");
+  CHECK_THROWS_AS(options_from({{"tune", {{"decode_splits", -1}}}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(options_from({{"tune", {{"decode_split", 4}}}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(options_from({{"decode_splits", 64}}, base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(options_from(nlohmann::json::array({1, 2}), base), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(options_from("cache_dir", base), attnjit::InvalidArgument);
 }
 
 TEST_CASE("options: from_json's default base is the environment") {
@@ -211,7 +220,7 @@ TEST_CASE("options: from_json's default base is the environment") {
   env.unset_all();
   env.set("ATTNJIT_LOCK_DIR", "/env/locks");
   env.set("ATTNJIT_CACHE_DIR", "/env/cache");
-  const auto o = RuntimeOptions::from_json({{"cache_dir", "/json/cache"}});
+  const auto o = options_from({{"cache_dir", "/json/cache"}});
   CHECK(o.lock_dir == "/env/locks");
   CHECK(o.cache_dir == "/json/cache");
 }

@@ -94,7 +94,7 @@ void expect_rejected(const attnjit::Op& op, const TensorArgs& args, Call& call, 
 
 std::string op_error(attnjit::Runtime& rt, const nlohmann::json& config) {
   try {
-    rt.op("paged_kv_write", config);
+    rt.op("paged_kv_write", attnjit::Config::parse(config.dump()));
   } catch (const attnjit::InvalidArgument& e) {
     return e.what();
   }
@@ -472,7 +472,7 @@ TEST_CASE("paged_kv_write kernel path: without a driver the call raises CudaErro
   attnjit::Runtime rt(options_in(dir));
   const auto args = fake_device_args(DType::kF16, DType::kF16, 128);
   try {
-    rt.op("paged_kv_write", nlohmann::json::object()).run(args);
+    rt.op("paged_kv_write").run(args);
     FAIL("the kernel path ran without a driver");
   } catch (const attnjit::CudaError& e) {
     CHECK(e.status() == attnjit::Status::kCudaError);
@@ -483,17 +483,17 @@ TEST_CASE("paged_kv_write kernel path: without a driver the call raises CudaErro
   auto o = options_in(dir);
   o.arch = "sm_90a";
   attnjit::Runtime pinned(o);
-  CHECK_THROWS_AS(pinned.op("paged_kv_write", nlohmann::json::object()).run(args), attnjit::CudaError);
+  CHECK_THROWS_AS(pinned.op("paged_kv_write").run(args), attnjit::CudaError);
   CHECK(pinned.impl().kernels().disk()->list(true).size() == 1);
   // Host tensors are rejected by the kernel path as a device error, before any driver call.
   Call c(3, 2, 16, 2, 4, DType::kF16, DType::kF16, {5, -1, 0});
-  expect_rejected(rt.op("paged_kv_write", nlohmann::json::object()), c.args(), c, "device", "k");
+  expect_rejected(rt.op("paged_kv_write"), c.args(), c, "device", "k");
   // An unaligned device base is a layout error for the kernel path.
   auto bad = args;
   TensorRef k = *bad.find("k");
   k.data = reinterpret_cast<void*>(0x100008);
   bad.set("k", k);
-  const std::string m = run_error(rt.op("paged_kv_write", nlohmann::json::object()), bad);
+  const std::string m = run_error(rt.op("paged_kv_write"), bad);
   CHECK(test::starts_with(m, "paged_kv_write: layout: k:"));
 }
 

@@ -154,7 +154,7 @@ int probe(const std::string& mode) {
   return 0;
 }
 
-void plan_hit(std::vector<Row>& rows, Runtime& rt, const TensorArgs& args, const nlohmann::json& config) {
+void plan_hit(std::vector<Row>& rows, Runtime& rt, const TensorArgs& args, const Config& config) {
   Op op = rt.op("paged_kv_write", config);
   op.plan(args);
   constexpr int kIters = 200000;
@@ -278,8 +278,8 @@ void gqa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
                                            causal ? "causal" : "full");
       Plan plan;
       try {
-        nlohmann::json cfg = {{"is_causal", causal}};
-        if (!a.backend.empty()) cfg["backend"] = a.backend;
+        Config cfg = {{"is_causal", causal}};
+        if (!a.backend.empty()) cfg.set("backend", a.backend);
         plan = rt.op("gqa_fwd", cfg).plan(args);
       } catch (const Error& e) {
         rows.push_back({what, "error", e.what()});
@@ -324,7 +324,7 @@ void bsa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nloh
     args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, qs, dev));
     args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, qs, dev));
     args.set("q2k_block_index", TensorRef::contiguous(index.data(), DType::kI32, {sh.B, sh.H, N, sh.K}, dev));
-    const nlohmann::json cfg = {{"sparse_block_size", sh.bs}, {"block_sparse_num", sh.K}};
+    const Config cfg = {{"sparse_block_size", std::int64_t(sh.bs)}, {"block_sparse_num", std::int64_t(sh.K)}};
     std::string o_note = "o, lse from bsa_fwd";
     try {
       TensorArgs fargs = args;
@@ -436,8 +436,8 @@ void bsa_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann
       if (fp8 && sh.bs != 64) continue;  // bsa_fp8_fwd is blk64 only
       TensorArgs call = args;
       if (!fp8) call.set("lse", TensorRef::contiguous(lse.data(), DType::kF32, {sh.B, sh.H, sh.S}, dev));
-      nlohmann::json cfg = {{"block_sparse_num", sh.K}};
-      if (!fp8) cfg["sparse_block_size"] = sh.bs;
+      Config cfg = {{"block_sparse_num", std::int64_t(sh.K)}};
+      if (!fp8) cfg.set("sparse_block_size", std::int64_t(sh.bs));
       const std::string what = fmt::format("{} bf16 B{} H{} S{} D{} bs{} K{}/{}", op, sh.B, sh.H, sh.S, sh.D, sh.bs, sh.K, N);
       Plan plan;
       try {
@@ -496,7 +496,7 @@ int run_bench(const BenchArgs& a) {
     Runtime rt;
     if (wants(a, "runtime")) {
       KvWriteProblem small(64, 8, DType::kBF16);
-      plan_hit(rows, rt, small.args, nlohmann::json::object());
+      plan_hit(rows, rt, small.args, Config{});
       execute_overhead(rows, rt);
     }
     if (wants(a, "paged_kv_write")) kv_write_bandwidth(rows, rt, a, out);
@@ -521,7 +521,7 @@ int run_bench(const BenchArgs& a) {
     args.set("k_pages", TensorRef::contiguous(pool.data(), DType::kBF16, {8, 16, 8, 128}, {}));
     args.set("v_pages", TensorRef::contiguous(pool.data(), DType::kBF16, {8, 16, 8, 128}, {}));
     args.set("slot_mapping", TensorRef::contiguous(slots.data(), DType::kI64, {64}, {}));
-    plan_hit(rows, rt, args, nlohmann::json{{"impl", "reference"}});
+    plan_hit(rows, rt, args, Config{{"impl", "reference"}});
     rows.push_back({"GPU figures", "skipped", drv.available() ? "no device" : drv.unavailable_reason()});
   }
   size_t w0 = 0, w1 = 0;

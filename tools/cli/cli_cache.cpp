@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "attnjit/attnjit.h"
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
 #include "jit/cuda_driver.hpp"
@@ -164,8 +165,39 @@ void add_cache_command(CLI::App& app) {
   with_rc(cache->add_subcommand("clear", "Remove every entry"), cache_clear);
 }
 
+// `info --op NAME`: the op's tensors and parameters, from the C ABI's argument table.
+int op_info(const std::string& name) {
+  char* text = nullptr;
+  if (attnjit_op_info(name.c_str(), &text) != ATTNJIT_OK) {
+    fmt::print(stderr, "error: {}\n", attnjit_last_error());
+    return 2;
+  }
+  const auto j = nlohmann::json::parse(text);
+  attnjit_free_string(text);
+  fmt::print("{} (SPEC.md section {})\ntensors:\n", name, j["spec"].get<std::string>());
+  for (const auto& t : j["tensors"]) {
+    std::string dtypes;
+    for (const auto& d : t["dtypes"]) {
+      if (!dtypes.empty()) dtypes += '|';
+      dtypes += d.get<std::string>();
+    }
+    fmt::print("  {:<16} {:<5} rank {:<7} {:<14} {}{}\n", t["name"].get<std::string>(), t["role"].get<std::string>(),
+               t["rank"].dump(), dtypes, t["shape"].get<std::string>(), t["optional"].get<bool>() ? "  (optional)" : "");
+  }
+  fmt::print("parameters:\n");
+  for (const auto& p : j["params"]) {
+    const std::string def = p["required"].get<bool>() ? "required" : p["default"].is_null() ? "unset" : p["default"].dump();
+    fmt::print("  {:<24} {:<7} {}{}\n", p["name"].get<std::string>(), p["type"].get<std::string>(), def,
+               p.contains("choices") ? "  one of " + p["choices"].dump() : "");
+  }
+  return 0;
+}
+
 void add_info_command(CLI::App& app) {
-  with_rc(app.add_subcommand("info", "Versions, NVRTC, driver, devices, cache location and size"), info);
+  auto op = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("info", "Versions, NVRTC, driver, devices, cache location and size");
+  cmd->add_option("--op", *op, "Print this op's tensors and parameters instead");
+  with_rc(cmd, [op] { return op->empty() ? info() : op_info(*op); });
 }
 
 }  // namespace attnjit::cli

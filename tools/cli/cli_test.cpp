@@ -38,6 +38,9 @@ struct TestArgs {
   int jobs = 0;
 };
 
+// The public API takes a Config; the cases hold nlohmann JSON.
+Config as_config(const nlohmann::json& j) { return Config::parse(j.dump()); }
+
 nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
   nlohmann::json c = config.is_object() ? config : nlohmann::json::object();
   if (!c.contains("impl")) c["impl"] = impl;
@@ -135,7 +138,7 @@ void apply_setup(Runtime& rt, const TestCase& c, std::vector<HostTensor>& host) 
     for (const auto& [arg, tn] : s["tensors"].items())
       for (size_t i = 0; i < c.tensors.size(); ++i)
         if (c.tensors[i].name == tn.get<std::string>()) args.set(arg, host[i].ref(host[i].bytes.data(), {}));
-    rt.op(s["op"].get<std::string>(), with_impl(s.value("config", nlohmann::json::object()), "reference")).run(args);
+    rt.op(s["op"].get<std::string>(), as_config(with_impl(s.value("config", nlohmann::json::object()), "reference"))).run(args);
   }
 }
 
@@ -224,7 +227,7 @@ Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
   auto before = host;
   auto args = host_args(c, host);
   if (!c.gpu_only) {
-    if (auto m = expect_rejection(c, [&] { rt.op(c.op, with_impl(c.config, "reference")).run(args); }); !m.empty())
+    if (auto m = expect_rejection(c, [&] { rt.op(c.op, as_config(with_impl(c.config, "reference"))).run(args); }); !m.empty())
       return {Verdict::kFail, "reference: " + m};
     if (auto m = unchanged(c, before, host, "reference"); !m.empty()) return {Verdict::kFail, m};
   }
@@ -236,7 +239,7 @@ Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
       bufs.back().upload(before[i].bytes);
       dargs.set(c.tensors[i].name, before[i].ref(bufs.back().data(), {DeviceKind::kCUDA, 0}));
     }
-    if (auto m = expect_rejection(c, [&] { rt.op(c.op, with_impl(c.config, "kernel")).run(dargs); }); !m.empty())
+    if (auto m = expect_rejection(c, [&] { rt.op(c.op, as_config(with_impl(c.config, "kernel"))).run(dargs); }); !m.empty())
       return {Verdict::kFail, "kernel: " + m};
     std::vector<HostTensor> after = before;
     for (size_t i = 0; i < host.size(); ++i) after[i].bytes = bufs[i].download(), after[i].bytes.resize(before[i].bytes.size());
@@ -271,7 +274,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   // 2. The CPU reference.
   auto ref = inputs;
   auto rargs = host_args(c, ref);
-  rt.op(c.op, with_impl(c.config, "reference")).run(rargs);
+  rt.op(c.op, as_config(with_impl(c.config, "reference"))).run(rargs);
   std::vector<std::string> checks;
   if (!c.golden.is_null()) {
     std::vector<HostTensor> golden = ref;
@@ -283,7 +286,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   if (c.repeat && !gpu) {
     auto again = inputs;
     auto aargs = host_args(c, again);
-    rt.op(c.op, with_impl(c.config, "reference")).run(aargs);
+    rt.op(c.op, as_config(with_impl(c.config, "reference"))).run(aargs);
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       std::string diff;
       if (c.tensors[i].output && !bitwise_equal(again[i], ref[i], &diff))
@@ -301,7 +304,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
       args.set(c.tensors[i].name, inputs[i].ref(bufs.back().data(), {DeviceKind::kCUDA, 0}));
     }
     const auto& drv = jit::CudaDriver::get();
-    rt.op(c.op, with_impl(c.config, "kernel")).run(args, nullptr);
+    rt.op(c.op, as_config(with_impl(c.config, "kernel"))).run(args, nullptr);
     drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize after the kernel");
     std::vector<HostTensor> got = inputs;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -313,7 +316,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
       // Outputs poisoned again, the same inputs, a second call: byte-identical outputs.
       for (size_t i = 0; i < inputs.size(); ++i)
         if (c.tensors[i].output) bufs[i].upload(inputs[i].bytes);
-      rt.op(c.op, with_impl(c.config, "kernel")).run(args, nullptr);
+      rt.op(c.op, as_config(with_impl(c.config, "kernel"))).run(args, nullptr);
       drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize after the repeated kernel");
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (!c.tensors[i].output) continue;

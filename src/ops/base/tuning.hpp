@@ -24,6 +24,10 @@ struct Tuning {
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.
   static Tuning read(const nlohmann::json& tune) { return apply(tune, from_env()); }
+  // RuntimeOptions::tune (JSON object text) as JSON; "" is an empty object.
+  static nlohmann::json parse_text(const std::string& text) {
+    return text.empty() ? nlohmann::json::object() : nlohmann::json::parse(text);
+  }
   static Tuning from_env();
   static Tuning apply(const nlohmann::json& tune, Tuning base);
 };

@@ -11,6 +11,11 @@
 // from another stream first waits (cuStreamWaitEvent) for the other stream's work on it. Under stream
 // capture no event is recorded or waited for: a captured plan must not also run on another stream
 // while its graph may be in flight (give each such stream its own Op instance).
+//
+// A caller-provided buffer (Plan::set_workspace, Op::plan with a workspace) reaches a plan through a
+// CallerWorkspaceScope on the calling thread: while one is open, reserve() records the size but never
+// allocates (and refuses a buffer that is too small), and acquire() hands out the caller's buffer
+// without events (ordering the caller's buffer across streams is the caller's job).
 #pragma once
 #include <cuda.h>
 
@@ -20,6 +25,27 @@
 #include <vector>
 
 namespace attnjit::detail {
+
+class CallerWorkspaceScope {
+ public:
+  // ptr 0: plan without allocating (only the size is recorded).
+  CallerWorkspaceScope(CUdeviceptr ptr, std::size_t bytes);
+  ~CallerWorkspaceScope();
+  CallerWorkspaceScope(const CallerWorkspaceScope&) = delete;
+  CallerWorkspaceScope& operator=(const CallerWorkspaceScope&) = delete;
+  static CallerWorkspaceScope* current();
+  CUdeviceptr ptr() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+  // The largest reserve() seen in this scope (what the plans of this thread need).
+  std::size_t needed() const { return needed_; }
+  void need(std::size_t bytes) { needed_ = bytes > needed_ ? bytes : needed_; }
+
+ private:
+  CUdeviceptr ptr_;
+  std::size_t bytes_;
+  std::size_t needed_ = 0;
+  CallerWorkspaceScope* prev_;
+};
 
 class PlanWorkspace {
  public:
@@ -40,7 +66,8 @@ class PlanWorkspace {
 
    private:
     friend class PlanWorkspace;
-    Lease(const PlanWorkspace& ws, std::unique_lock<std::mutex> lock, CUstream stream, bool capturing);
+    Lease(const PlanWorkspace& ws, std::unique_lock<std::mutex> lock, CUstream stream, bool capturing,
+          CUdeviceptr ptr);
     const PlanWorkspace& ws_;
     std::unique_lock<std::mutex> lock_;
     CUstream stream_;
@@ -58,6 +85,7 @@ class PlanWorkspace {
   mutable std::mutex mutex_;
   CUdeviceptr ptr_ = 0;
   std::size_t bytes_ = 0;
+  std::size_t needed_ = 0;  // the largest reserve(), allocated or not
   std::vector<CUdeviceptr> retired_;
   mutable CUevent event_ = nullptr;  // recorded on the last user stream
   mutable CUstream last_stream_ = nullptr;

@@ -1,0 +1,135 @@
+"""torch.library custom ops (torch.ops.attnjit.<op>), imported by attnjit when torch is installed.
+
+Every op is registered once, generically from its argument table (attnjit.op_info): the op takes
+its tensors in table order with the outputs pre-allocated and marked as mutated (Tensor(a!)),
+plus the config JSON, and returns nothing. The fake implementation does nothing (the outputs already
+have their shapes), so torch.compile(fullgraph=True) and torch.export trace the op functions
+(attnjit.gqa_fwd, ...) straight through: they allocate with torch.empty and call the custom op.
+
+Autograd: attnjit::bsa_fwd_autograd is a functional op returning (o, lse) whose backward is bsa_bwd;
+attnjit.bsa_fwd uses it when an input requires grad.
+"""
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _core
+
+_LIB = "attnjit"
+_ARGS: Dict[str, List[Tuple[str, str, bool]]] = {}  # op -> [(tensor name, role, optional)]
+
+
+def _py_name(name: str) -> str:
+    return "do_" if name == "do" else name
+
+
+def _schema(op: str, table: Dict[str, Any]) -> Tuple[str, List[str]]:
+    args = []
+    mutated = []
+    alias = 0
+    for t in table["tensors"]:
+        name = _py_name(t["name"])
+        opt = "?" if t["optional"] else ""
+        if t["role"] in ("out", "inout"):
+            args.append(f"Tensor(a{alias}!){opt} {name}")
+            mutated.append(name)
+            alias += 1
+        else:
+            args.append(f"Tensor{opt} {name}")
+    args.append("str config")
+    return "(" + ", ".join(args) + ") -> ()", mutated
+
+
+def _make_impl(op: str):
+    entries = _ARGS[op]
+
+    def impl(*args: Any) -> None:
+        *tensors, config = args
+        names = tuple(n for (n, _r, _o), t in zip(entries, tensors) if t is not None)
+        values = tuple(t for t in tensors if t is not None)
+        stream = _core._stream_handle(None, values)
+        _core.runtime()._rt.run(op, config, names, values, stream)
+
+    return impl
+
+
+def _register(op: str) -> None:
+    from . import op_info
+
+    table = op_info(op)
+    _ARGS[op] = [(t["name"], t["role"], t["optional"]) for t in table["tensors"]]
+    schema, mutated = _schema(op, table)
+    impl = _make_impl(op)
+    custom = torch.library.custom_op(f"{_LIB}::{op}", impl, mutates_args=tuple(mutated), schema=schema)
+    custom.register_fake(lambda *args: None)
+
+
+def dispatch(op: str, named: Dict[str, Any], config: str) -> None:
+    """Calls torch.ops.attnjit.<op> with the named tensors (absent ones None)."""
+    args = [named.get(n) for n, _r, _o in _ARGS[op]]
+    getattr(torch.ops.attnjit, op)(*args, config)
+
+
+# ---- bsa_fwd with autograd ---------------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{_LIB}::bsa_fwd_autograd", mutates_args=())
+def _bsa_fwd_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q2k_block_index: torch.Tensor,
+                      q2k_block_nums: Optional[torch.Tensor], block_sizes: Optional[torch.Tensor],
+                      config: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    layout = json.loads(config).get("layout", "bhsd")
+    o = q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
+    B, a, b, _ = q.shape
+    lse = q.new_empty((B, a, b) if layout == "bhsd" else (B, b, a), dtype=torch.float32)
+    named = {"q": q, "k": k, "v": v, "q2k_block_index": q2k_block_index, "q2k_block_nums": q2k_block_nums,
+             "block_sizes": block_sizes, "o": o, "lse": lse}
+    names = tuple(n for n, t in named.items() if t is not None)
+    values = tuple(t for t in named.values() if t is not None)
+    _core.runtime()._rt.run("bsa_fwd", config, names, values, _core._stream_handle(None, values))
+    return o, lse
+
+
+@_bsa_fwd_autograd.register_fake
+def _(q, k, v, q2k_block_index, q2k_block_nums, block_sizes, config):
+    layout = json.loads(config).get("layout", "bhsd")
+    B, a, b, _ = q.shape
+    return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
+            q.new_empty((B, a, b) if layout == "bhsd" else (B, b, a), dtype=torch.float32))
+
+
+def _bsa_setup(ctx, inputs, output):
+    q, k, v, idx, nums, sizes, config = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, idx, *(t for t in (nums, sizes) if t is not None))
+    ctx.has = (nums is not None, sizes is not None)
+    ctx.config = config
+
+
+def _bsa_backward(ctx, do, dlse):
+    q, k, v, o, lse, idx, *rest = ctx.saved_tensors
+    nums = rest.pop(0) if ctx.has[0] else None
+    sizes = rest.pop(0) if ctx.has[1] else None
+    cfg = json.loads(ctx.config)
+    bwd = {k_: cfg[k_] for k_ in ("layout", "sparse_block_size", "scale", "block_sparse_num", "impl", "backend")
+           if k_ in cfg}
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dispatch("bsa_bwd", {"do": do.contiguous(), "q": q, "k": k, "v": v, "o": o, "lse": lse, "q2k_block_index": idx,
+                         "q2k_block_nums": nums, "block_sizes": sizes, "dq": dq, "dk": dk, "dv": dv},
+             json.dumps(bwd, sort_keys=True))
+    return dq, dk, dv, None, None, None, None
+
+
+_bsa_fwd_autograd.register_autograd(_bsa_backward, setup_context=_bsa_setup)
+
+
+def bsa_fwd_autograd(named: Dict[str, Any], config: str):
+    return _bsa_fwd_autograd(named["q"], named["k"], named["v"], named["q2k_block_index"],
+                             named.get("q2k_block_nums"), named.get("block_sizes"), config)
+
+
+for _op in __import__("attnjit")._ops.OPS:
+    _register(_op)
+_core._torch_dispatch = dispatch
+_core._torch_bsa_autograd = bsa_fwd_autograd

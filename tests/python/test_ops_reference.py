@@ -1,0 +1,206 @@
+"""Every op through the CPU reference on numpy host tensors: outputs allocated with the contract's
+shapes and dtypes, values checked against small numpy computations."""
+import numpy as np
+import pytest
+
+import attnjit
+from conftest import attention, from_bf16_bits, to_bf16_bits
+
+
+def f16(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float16)
+
+
+def i32(x):
+    return np.asarray(x, np.int32)
+
+
+def close(a, b, tol):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.linalg.norm(a - b) <= tol * max(np.linalg.norm(b), 1e-12)
+
+
+def test_paged_kv_write(rng):
+    k, v = f16(rng, 3, 2, 16), f16(rng, 3, 2, 16)
+    kp = np.full((2, 4, 2, 16), 7, np.float16)
+    vp = np.full((2, 4, 2, 16), 7, np.float16)
+    assert attnjit.paged_kv_write(k, v, kp, vp, np.array([5, -1, 0], np.int64)) is None
+    flat_k, flat_v = kp.reshape(8, 2, 16), vp.reshape(8, 2, 16)
+    assert np.array_equal(flat_k[5], k[0]) and np.array_equal(flat_k[0], k[2])
+    assert np.array_equal(flat_v[5], v[0]) and np.array_equal(flat_v[0], v[2])
+    assert all((flat_k[s] == 7).all() for s in (1, 2, 3, 4, 6, 7))
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_gqa_fwd(rng, is_causal):
+    B, S_q, S_kv, H, H_kv, D = 2, 3, 5, 4, 2, 64
+    q, k, v = f16(rng, B, S_q, H, D), f16(rng, B, S_kv, H_kv, D), f16(rng, B, S_kv, H_kv, D)
+    o, lse = attnjit.gqa_fwd(q, k, v, is_causal=is_causal, return_lse=True)
+    assert o.shape == (B, S_q, H, D) and o.dtype == np.float16
+    assert lse.shape == (B, H, S_q) and lse.dtype == np.float32
+    for b in range(B):
+        for h in range(H):
+            ref_o, ref_lse = attention(q[b, :, h], k[b, :, h // 2], v[b, :, h // 2], causal=is_causal)
+            assert close(o[b, :, h], ref_o, 2e-3)
+            assert np.allclose(lse[b, h], ref_lse, atol=1e-3)
+    # the default is the contract's: causal
+    assert np.array_equal(attnjit.gqa_fwd(q, k, v), attnjit.gqa_fwd(q, k, v, is_causal=True))
+
+
+def test_gqa_fwd_out_and_aliases(rng):
+    q, k, v = f16(rng, 1, 2, 2, 64), f16(rng, 1, 4, 2, 64), f16(rng, 1, 4, 2, 64)
+    o = np.empty_like(q)
+    lse = np.empty((1, 2, 2), np.float32)
+    r = attnjit.gqa_fwd(q, k, v, is_causal=False, return_lse=True, out=(o, lse))
+    assert r[0] is o and r[1] is lse
+    a = attnjit.gqa_fwd(q, k, v, is_causal=False, window_size=(1, 0), softmax_scale=0.5)
+    b = attnjit.gqa_fwd(q, k, v, is_causal=False, window_size_left=1, window_size_right=0, sm_scale=0.5)
+    assert np.array_equal(a, b)
+
+
+def test_gqa_varlen_fwd(rng):
+    H, H_kv, D = 2, 1, 64
+    q_lens, kv_lens = [2, 3], [4, 3]
+    q, k, v = f16(rng, 5, H, D), f16(rng, 7, H_kv, D), f16(rng, 7, H_kv, D)
+    cu_q, cu_kv = i32([0, 2, 5]), i32([0, 4, 7])
+    o, lse = attnjit.gqa_varlen_fwd(q, k, v, cu_q, cu_kv, return_lse=True)
+    assert o.shape == (5, H, D) and lse.shape == (5, H)
+    for r in range(2):
+        qs, ks = slice(cu_q[r], cu_q[r + 1]), slice(cu_kv[r], cu_kv[r + 1])
+        for h in range(H):
+            ref, ref_lse = attention(q[qs, h], k[ks, 0], v[ks, 0], causal=True)
+            assert close(o[qs, h], ref, 2e-3)
+            assert np.allclose(lse[qs, h], ref_lse, atol=1e-3)
+
+
+def test_gqa_paged_fwd(rng):
+    H, H_kv, D, PS = 2, 2, 64, 4
+    kp, vp = f16(rng, 3, PS, H_kv, D), f16(rng, 3, PS, H_kv, D)
+    q = f16(rng, 2, H, D)
+    page_table = i32([[2, 0]])
+    o = attnjit.gqa_paged_fwd(q, kp, vp, page_table, i32([6]), i32([0, 2]))
+    assert o.shape == (2, H, D) and o.dtype == np.float16
+    keys = np.concatenate([kp[2], kp[0]])[:6]
+    vals = np.concatenate([vp[2], vp[0]])[:6]
+    for h in range(H):
+        ref, _ = attention(q[:, h], keys[:, h], vals[:, h], causal=True)
+        assert close(o[:, h], ref, 2e-3)
+
+
+def test_mha_decode_paged(rng):
+    H, D = 2, 64
+    q = f16(rng, 1, 1, H, D)
+    k, v = f16(rng, 8, H, D), f16(rng, 8, H, D)
+    o = attnjit.mha_decode_paged(q, k, v, i32([6]), i32([[1, 0]]), page_size=4)
+    assert o.shape == q.shape
+    rows = [4, 5, 6, 7, 0, 1]
+    for h in range(H):
+        ref, _ = attention(q[0, :, h], k[rows, h], v[rows, h])
+        assert close(o[0, :, h], ref, 2e-3)
+
+
+def test_gqa_prefill_paged_append(rng):
+    H, H_kv, D = 2, 1, 64
+    q, k_new, v_new = f16(rng, 2, H, D), f16(rng, 2, H_kv, D), f16(rng, 2, H_kv, D)
+    kp, vp = f16(rng, 8, H_kv, D), f16(rng, 8, H_kv, D)
+    old_k, old_v = kp[[4, 5, 6]].copy(), vp[[4, 5, 6]].copy()
+    ones = np.ones(1, np.float32)
+    o = attnjit.gqa_prefill_paged_append(q, k_new, v_new, kp, vp, ones, ones, i32([0, 2]), i32([3]),
+                                         i32([[1, 0]]), page_size=4, max_seqlen_q=2)
+    assert o.shape == q.shape
+    assert np.array_equal(kp[7], k_new[0]) and np.array_equal(kp[0], k_new[1])
+    assert np.array_equal(vp[7], v_new[0]) and np.array_equal(vp[0], v_new[1])
+    keys = np.concatenate([old_k, k_new])
+    vals = np.concatenate([old_v, v_new])
+    for h in range(H):
+        ref, _ = attention(q[:, h], keys[:, 0], vals[:, 0], causal=True)
+        assert close(o[:, h], ref, 2e-3)
+
+
+def test_fp8_lightning_indexer(rng):
+    q = attnjit.bf16(to_bf16_bits(rng.standard_normal((1, 2, 4, 64))))
+    k = attnjit.bf16(to_bf16_bits(rng.standard_normal((1, 5, 1, 64))))
+    weights = rng.standard_normal((2, 4)).astype(np.float32)
+    logits = attnjit.fp8_lightning_indexer(q, k, weights, i32([0, 1]), i32([3, 5]))
+    assert logits.shape == (1, 2, 5, 1) and logits.dtype == np.float32
+    assert np.isneginf(logits[0, 0, 3:, 0]).all() and np.isfinite(logits[0, 0, :3, 0]).all()
+    assert np.isneginf(logits[0, 1, 0, 0]) and np.isfinite(logits[0, 1, 1:, 0]).all()
+
+
+def test_topk_select(rng):
+    score = rng.standard_normal((1, 2, 6, 1)).astype(np.float32)
+    idx = attnjit.topk_select(score, topk=3)
+    assert idx.shape == (1, 2, 1, 3) and idx.dtype == np.int32
+    for s in range(2):
+        assert set(idx[0, s, 0]) == set(np.argsort(-score[0, s, :, 0])[:3])
+    starts, ends = i32([[2, 0]]), i32([[4, 1]])
+    idx = attnjit.topk_select(score, starts, ends, topk=3)
+    assert set(idx[0, 0, 0]) == {2, 3, -1} and list(idx[0, 0, 0]).count(-1) == 1
+    assert sorted(idx[0, 1, 0]) == [-1, -1, 0]
+
+
+def test_lightning_indexer(rng):
+    T, H, D = 4, 2, 16
+    q, k = f16(rng, 1, T, H, D), f16(rng, 1, T, D)
+    w = f16(rng, 1, T, H)
+    idx = attnjit.lightning_indexer(q, k, w, topk=2, deterministic=True)
+    assert idx.shape == (1, T, 2) and idx.dtype == np.int32
+    qf, kf, wf = (a.astype(np.float64) for a in (q, k, w))
+    for t in range(T):
+        score = (wf[0, t][:, None] * np.maximum(qf[0, t] @ kf[0].T, 0)).sum(0) / np.sqrt(H * D)
+        assert sorted(idx[0, t]) == sorted(np.argsort(-score, kind="stable")[:2])
+    assert attnjit.lightning_indexer(q, k, w, topk=0).shape == (1, T, 0)
+
+
+def _bsa_inputs(rng, D=64, S_q=70, S_kv=130, dtype="fp16"):
+    B, H = 1, 2
+    if dtype == "fp16":
+        q, k, v = f16(rng, B, H, S_q, D), f16(rng, B, H, S_kv, D), f16(rng, B, H, S_kv, D)
+    n_q, n_kv = -(-S_q // 64), -(-S_kv // 64)
+    index = np.tile(np.arange(n_kv, dtype=np.int32), (B, H, n_q, 1))
+    return q, k, v, index
+
+
+def test_bsa_fwd_dense_pattern(rng):
+    q, k, v, index = _bsa_inputs(rng)
+    o, lse = attnjit.bsa_fwd(q, k, v, index, return_lse=True)
+    assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (1, 2, 70) and lse.dtype == np.float32
+    for h in range(2):
+        ref, ref_lse = attention(q[0, h], k[0, h], v[0, h])
+        assert close(o[0, h], ref, 2e-3)
+        assert np.allclose(lse[0, h], ref_lse, atol=1e-3)
+    o2 = attnjit.bsa_fwd(q, k, v, index, kv_splits=2)
+    assert close(o2, o, 2e-3)
+
+
+def test_bsa_bwd_dense_pattern(rng):
+    q, k, v, index = _bsa_inputs(rng, S_q=64, S_kv=64)
+    o, lse = attnjit.bsa_fwd(q, k, v, index, return_lse=True)
+    do = f16(rng, *q.shape)
+    dq, dk, dv = attnjit.bsa_bwd(do, q, k, v, o, lse, index)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape and dq.dtype == np.float16
+    scale = 1 / np.sqrt(64)
+    for h in range(2):
+        qh, kh, vh, oh, doh = (a[0, h].astype(np.float64) for a in (q, k, v, o, do))
+        p = np.exp(qh @ kh.T * scale - lse[0, h][:, None])
+        dp = doh @ vh.T
+        ds = p * (dp - (oh * doh).sum(-1, keepdims=True))
+        assert close(dv[0, h], p.T @ doh, 2e-2)
+        assert close(dq[0, h], scale * ds @ kh, 2e-2)
+        assert close(dk[0, h], scale * ds.T @ qh, 2e-2)
+
+
+def test_bsa_fp8_fwd(rng):
+    qf, kf, vf = (0.5 * rng.standard_normal((1, 1, 64, 128)) for _ in range(3))
+    q, k, v = (attnjit.bf16(to_bf16_bits(a)) for a in (qf, kf, vf))
+    o = attnjit.bsa_fp8_fwd(q, k, v, np.zeros((1, 1, 1, 1), np.int32))
+    assert isinstance(o, attnjit.HostView) and o.dtype == "bf16" and o.shape == (1, 1, 64, 128)
+    ref, _ = attention(from_bf16_bits(q.array)[0, 0], from_bf16_bits(k.array)[0, 0], from_bf16_bits(v.array)[0, 0],
+                       scale=1 / np.sqrt(128))
+    assert close(from_bf16_bits(o.array)[0, 0], ref, 8e-2)
+
+
+def test_every_op_is_covered():
+    tested = {n[5:] for n in globals() if n.startswith("test_")}
+    for op in attnjit.list_ops():
+        assert any(t.startswith(op) for t in tested), f"no reference test for {op}"
