@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Rejection cases for gqa_bwd (SPEC.md §2.12 "Rejected", §1.2 classes, §1.11 message format) in the
-`attnjit test` format (tools/cli/test_case.hpp). Standard library only; deterministic.
+"""Test cases for gqa_bwd (SPEC.md §2.12) in the `attnjit test` format (tools/cli/test_case.hpp). Standard
+library only; deterministic.
 
-Writes tests/cases/gqa_bwd_errors.json: one case per rejection rule, each with the expected category and
-a fragment of the message ("<tensor or key>: expected ..."). The outputs dq, dk, dv are filled with a byte
-pattern, so the runner proves that a rejected call wrote nothing (reference path; without a GPU the
-kernel path's descriptor checks must reject the same call too). Rules that only a device call has (the
-16-byte stride rule of class F) are marked gpu_only. Not expressible in this format, and covered by the
-unit tests instead: device placement, overlapping outputs, the kernel impl's Unsupported error.
+Writes:
+  tests/cases/gqa_bwd_errors.json   one case per rejection rule (SPEC.md §2.12 "Rejected", §1.2 classes,
+                                    §1.11 message format), each with the expected category and a fragment of
+                                    the message ("<tensor or key>: expected ..."). The outputs dq, dk, dv are
+                                    filled with a byte pattern, so the runner proves that a rejected call wrote
+                                    nothing (reference path; without a GPU the kernel path's descriptor checks
+                                    must reject the same call too). Rules only a device call has (the 16-byte
+                                    stride rule of class F) are marked gpu_only. Not expressible in this format,
+                                    and covered by tests/unit/gqa_bwd_test.cpp instead: a non-finite sm_scale
+                                    (JSON has no infinity), device placement, overlapping outputs, the kernel
+                                    impl's Unsupported error.
+No GPU grids yet: gqa_bwd has no GPU kernel (they come with the kernels).
 
-Usage: python3 tests/gen/gqa_bwd_errors.py [--out-dir tests/cases]
+Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases]
 """
-import copy
 import os
 import sys
 
