@@ -33,7 +33,9 @@ TEST_CASE("nvrtc: every kernel of every op's warm-up matrix compiles for sm_90a"
   std::vector<KernelSpec> specs;
   for (const auto& def : attnjit::detail::op_definitions()) {
     auto m = def.default_matrix("sm_90a");
-    CHECK(!m.empty());
+    // gqa_bwd has no GPU kernel yet (its kernel impl raises Unsupported), so nothing to warm up; every
+    // other op must contribute kernels.
+    CHECK(m.empty() == (def.name == "gqa_bwd"));
     for (auto& s : m) {
       CHECK(s.op == def.name);
       CHECK(s.arch == "sm_90a");

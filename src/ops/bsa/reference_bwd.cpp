@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "ops/attention/attention_math.hpp"
+#include "ops/attention/backward_math.hpp"
 #include "base/host_numeric.hpp"
 
 namespace attnjit::ops::reference {
 
 namespace {
 
-using math::dot;
 using math::load;
 
 // Offset (elements) of row (b, head, s) of a q/k-like tensor laid out as the call says.
@@ -61,22 +61,16 @@ void bsa_backward(const bsa::BsaCall& call, const bsa::BsaMetadataHost& md, cons
           load_row(call, *call.q, b, h, i, qi.data());
           load_row(call, o, b, h, i, oi.data());
           load_row(call, dout, b, h, i, doi.data());
-          const double delta = dot(oi.data(), doi.data(), D);
           double* dqi = dq_acc.data() + ((b * H + h) * S_q + i) * D;
-          for (const auto& kr : ranges)
-            for (int64_t j = kr.begin; j < kr.end; ++j) {
-              load_row(call, *call.k, b, r, j, kj.data());
-              load_row(call, *call.v, b, r, j, vj.data());
-              const double p = std::exp(scale * dot(qi.data(), kj.data(), D) - l);
-              const double ds = p * (dot(doi.data(), vj.data(), D) - delta);
-              double* dkj = dk_acc.data() + ((b * H_kv + r) * S_kv + j) * D;
-              double* dvj = dv_acc.data() + ((b * H_kv + r) * S_kv + j) * D;
-              for (int64_t d = 0; d < D; ++d) {
-                dqi[d] += scale * ds * kj[d];
-                dkj[d] += scale * ds * qi[d];
-                dvj[d] += p * doi[d];
+          math::backward_row(qi.data(), oi.data(), doi.data(), l, scale, D, dqi, [&](auto&& visit) {
+            for (const auto& kr : ranges)
+              for (int64_t j = kr.begin; j < kr.end; ++j) {
+                load_row(call, *call.k, b, r, j, kj.data());
+                load_row(call, *call.v, b, r, j, vj.data());
+                visit(kj.data(), vj.data(), dk_acc.data() + ((b * H_kv + r) * S_kv + j) * D,
+                      dv_acc.data() + ((b * H_kv + r) * S_kv + j) * D);
               }
-            }
+          });
         }
       }
     }

@@ -13,6 +13,7 @@ namespace attnjit::ops::reference {
 //   dP_ij = <do_i, v_j>, dS_ij = P_ij (dP_ij - Delta_i);
 //   dq_i = scale sum_j dS_ij k_j; dk_j = scale sum dS_ij q_i and dv_j = sum P_ij do_i over the rows of
 //   every query head of kv head r. Every element of dq, dk, dv is written (zeros where nothing reaches).
+// The per-row step is math::backward_row (ops/attention/backward_math.hpp), shared with gqa_bwd.
 void bsa_backward(const bsa::BsaCall& call, const bsa::BsaMetadataHost& md, const TensorRef& o, const TensorRef& dout,
                   const TensorRef& lse, const TensorRef& dq, const TensorRef& dk, const TensorRef& dv);
 
