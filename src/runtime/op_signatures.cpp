@@ -145,6 +145,20 @@ constexpr const char* kSignatures = R"json(
    {"name": "compress_ratio", "type": "int", "default": 1},
    {"name": "deterministic", "type": "bool", "default": false},
    {"name": "validate_inputs", "type": "bool", "default": false}]},
+ {"name": "gqa_bwd", "spec": "2.12",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": 4, "shape": "[B, S, H, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "k", "role": "in", "rank": 4, "shape": "[B, S, H_kv, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "v", "role": "in", "rank": 4, "shape": "[B, S, H_kv, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "o", "role": "in", "rank": 4, "shape": "q's shape", "dtypes": ["fp16", "bf16"]},
+   {"name": "do", "role": "in", "rank": 4, "shape": "q's shape", "dtypes": ["fp16", "bf16"]},
+   {"name": "lse", "role": "in", "rank": 3, "shape": "[B, H, S]", "dtypes": ["fp32"]},
+   {"name": "dq", "role": "out", "rank": 4, "shape": "q's shape", "dtypes": ["fp16", "bf16"]},
+   {"name": "dk", "role": "out", "rank": 4, "shape": "k's shape", "dtypes": ["fp16", "bf16"]},
+   {"name": "dv", "role": "out", "rank": 4, "shape": "v's shape", "dtypes": ["fp16", "bf16"]}],
+  "params": [
+   {"name": "is_causal", "type": "bool", "default": true},
+   {"name": "sm_scale", "type": "float", "default": null}]},
  {"name": "bsa_bwd", "spec": "2.5",
   "tensors": [
    {"name": "do", "role": "in", "rank": 4, "shape": "q's shape", "dtypes": ["fp16", "bf16"]},

@@ -200,6 +200,27 @@ def test_bsa_fp8_fwd(rng):
     assert close(from_bf16_bits(o.array)[0, 0], ref, 8e-2)
 
 
+def test_gqa_bwd(rng):
+    B, S, H, H_kv, D = 1, 5, 4, 2, 64
+    q, k, v = f16(rng, B, S, H, D), f16(rng, B, S, H_kv, D), f16(rng, B, S, H_kv, D)
+    o, lse = attnjit.gqa_fwd(q, k, v, return_lse=True)
+    do = f16(rng, B, S, H, D)
+    dq, dk, dv = attnjit.gqa_bwd(q, k, v, o, do, lse)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape and dq.dtype == np.float16
+    scale = 1 / np.sqrt(D)
+    mask = np.tril(np.ones((S, S), bool))  # the default is causal
+    ref_dk, ref_dv = np.zeros((S, H_kv, D)), np.zeros((S, H_kv, D))
+    for h in range(H):
+        qh, kh, vh, oh, doh = (a[0, :, i].astype(np.float64) for a, i in
+                               ((q, h), (k, h // 2), (v, h // 2), (o, h), (do, h)))
+        p = np.where(mask, np.exp(qh @ kh.T * scale - lse[0, h][:, None]), 0.0)
+        ds = p * (doh @ vh.T - (oh * doh).sum(-1, keepdims=True))
+        assert close(dq[0, :, h], scale * ds @ kh, 2e-2)
+        ref_dk[:, h // 2] += scale * ds.T @ qh
+        ref_dv[:, h // 2] += p.T @ doh
+    assert close(dk[0], ref_dk, 2e-2) and close(dv[0], ref_dv, 2e-2)
+
+
 def test_every_op_is_covered():
     tested = {n[5:] for n in globals() if n.startswith("test_")}
     for op in attnjit.list_ops():

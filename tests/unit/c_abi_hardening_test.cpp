@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnjit/attnjit.h"
+#include "runtime/runtime_impl.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -206,7 +207,7 @@ TEST_CASE("c abi hardening: JSON nested 100,000 deep or larger than the limit") 
   nlohmann::json v = nlohmann::json::array();
   for (int i = 0; i < 100000; ++i) v = nlohmann::json::array({std::move(v)});
   try {
-    cpp.op("gqa_fwd", {{"impl", "reference"}, {"x", v}});
+    cpp.impl().op("gqa_fwd", nlohmann::json{{"impl", "reference"}, {"x", v}});
     FAIL("accepted");
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(test::starts_with(e.what(), "gqa_fwd: param: config: expected JSON nested at most 64 deep"));

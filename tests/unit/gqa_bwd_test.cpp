@@ -101,7 +101,7 @@ std::string run_error(const attnjit::Op& op, const TensorArgs& args) {
   return "(no error)";
 }
 
-const nlohmann::json kReference = {{"impl", "reference"}};
+const attnjit::Config kReference = {{"impl", "reference"}};
 
 }  // namespace
 

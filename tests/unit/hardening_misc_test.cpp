@@ -37,7 +37,7 @@ TEST_CASE("hardening: an unknown ATTNJIT_LOG_LEVEL is an error naming the variab
     CHECK(RuntimeOptions::from_env().log_level == good);
   }
   env.unset("ATTNJIT_LOG_LEVEL");
-  CHECK_THROWS_AS(RuntimeOptions::from_json({{"log_level", "loud"}}), attnjit::InvalidArgument);
+  CHECK_THROWS_AS(RuntimeOptions::from_json(R"({"log_level": "loud"})"), attnjit::InvalidArgument);
   RuntimeOptions o;
   o.log_level = "verbose";
   CHECK_THROWS_AS(attnjit::Runtime{o}, attnjit::InvalidArgument);

@@ -47,7 +47,7 @@ void accepts(const char* op, const nlohmann::json& config, const std::vector<std
   nlohmann::json ref = config, ker = config;
   ref["impl"] = "reference";
   ker["impl"] = "kernel";
-  CHECK_NOTHROW(rt.run(op, ref, host));
+  CHECK_NOTHROW(rt.run(op, attnjit::Config::parse(ref.dump()), host));
   CHECK_NOTHROW(rt.impl().op(op, ker)->kernels_for(dev, "sm_90a"));
 }
 
