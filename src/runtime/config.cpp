@@ -4,13 +4,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "attnjit/error.hpp"
 
 namespace attnjit {
 
 namespace {
 
-nlohmann::json to_json(const Config::Value& v) {
+// NOTE: JSON text cannot hold inf or NaN (they would dump as null, i.e. "unset"), so a non-finite
+// number is refused here, naming the key; the op's own range checks see every finite value.
+nlohmann::json to_json(std::string_view key, const Config::Value& v) {
+  if (const double* d = std::get_if<double>(&v); d && !std::isfinite(*d))
+    throw InvalidArgument(fmt::format("config: param: {}: expected a finite number, got {}", key, *d));
   return std::visit([](const auto& x) { return nlohmann::json(x); }, v);
 }
 
@@ -18,7 +24,7 @@ nlohmann::json to_json(const Config::Value& v) {
 
 Config::Config(std::initializer_list<std::pair<std::string_view, Value>> items) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : items) j[std::string(k)] = to_json(v);
+  for (const auto& [k, v] : items) j[std::string(k)] = to_json(k, v);
   json_ = j.dump();
 }
 
@@ -35,7 +41,7 @@ Config Config::parse(std::string_view text) {
 
 Config& Config::set(std::string_view key, Value value) {
   auto j = nlohmann::json::parse(json_);
-  j[std::string(key)] = to_json(value);
+  j[std::string(key)] = to_json(key, value);
   json_ = j.dump();
   return *this;
 }
