@@ -61,7 +61,7 @@ struct GqaFwdConfig {
   static constexpr int kDT = D / 8;           // n8 tiles of O
   static constexpr int kKS = D / 16;          // k16 steps of Q K^T
   // Shared-memory rows (see tile_at): D elements, swizzled, when D % 128 == 0; else D + 8, padded (H200,
-  // session 10: swizzling D = 64's 128-byte rows cost 4%, while D = 128 gained 5-8% and D = 256 6-12%).
+  // H200, 2026-12-01: swizzling D = 64's 128-byte rows cost 4%, while D = 128 gained 5-8% and D = 256 6-12%).
   static constexpr bool kSwizzle = D % 128 == 0;
   static constexpr int kPitch = kSwizzle ? D : D + 8;  // shared-memory row pitch, elements
   // RoPE keeps each rotated Q/K value as hi + lo in two 16-bit tiles (see rope_rotate).

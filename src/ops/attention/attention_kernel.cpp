@@ -60,7 +60,7 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
   // m16 tile per warp so the O accumulator (128 registers) fits, with 8 warps so that a CTA still covers
   // 128 rows: half the K/V traffic of BM = 64 (H200, 2026-11-30: 271/291 vs 246/244 TFLOP/s causal/full).
   // BN = 64 at D = 64 and, on dense and packed keys, at D = 128: since the swizzled shared-memory rows
-  // (session 10) the wider tile is the faster one there (H200, B4 S4096 causal / full: D 128 346 / 380
+  // (H200, 2026-12-01) the wider tile is the faster one there (H200, B4 S4096 causal / full: D 128 346 / 380
   // against 341-346 / 359 TFLOP/s for BN 32, D 64 302 / 319 against 297 / 308 for BN 48). Paged keys
   // keep BN = 32 at D >= 96 (validated there; 64 divides every power-of-two page, so a tile still stays
   // in one page at D = 64). D = 256 keeps BN = 32: its O accumulator leaves no registers for wider S.
