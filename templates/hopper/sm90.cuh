@@ -93,6 +93,8 @@ __device__ __forceinline__ void tma_prefetch_map(const TmaMap* map) {
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before later async-proxy
 // reads (wgmma operands, TMA).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Orders this thread's generic-proxy global accesses with its async-proxy ones (TMA reduce-adds).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 // Warpgroup-wide register budget changes (every thread of the warpgroup executes them).
 template <int N>

@@ -13,18 +13,31 @@ Writes:
                                     and covered by tests/unit/gqa_bwd_test.cpp instead: a non-finite sm_scale
                                     (JSON has no infinity), device placement, overlapping outputs, the kernel
                                     impl's Unsupported error.
-No GPU grids yet: gqa_bwd has no GPU kernel (they come with the kernels).
+  tests/cases/gpu/gqa_bwd_grid.json   >= 200 random configurations compared kernel vs CPU reference with
+                                      poisoned outputs: causal and not; MHA, GQA (H / H_kv = 4, 8) and MQA;
+                                      S = 1, S not a multiple of 64 or 128, S up to 8192; D 64/96/128/256;
+                                      fp16/bf16; backends portable and hopper (hopper: D 64, 128);
+                                      deterministic on and off (deterministic cases
+                                      repeat the kernel call and require identical bytes); padded (class F)
+                                      strides on some. Gradients compare in "grad" mode (SPEC.md §1.12's
+                                      floor for tensors that cancel, e.g. dq, dk at S = 1). o and lse
+                                      are the forward's: each case's "setup" runs gqa_fwd (the CPU reference
+                                      on the host tensors: o rounded to the input dtype, lse fp32).
+  tests/cases/gpu/gqa_bwd_small.json  ~20 small cases (every code path) for compute-sanitizer.
 
-Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases]
+Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]
 """
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, case_args, normal, tensor, write_cases  # noqa: E402
+from casegen_common import OUTB, POISON, case_args, normal, random_padded_strides, tensor, write_cases  # noqa: E402
 
 OP = "gqa_bwd"
 ACCEPTED_D = "expected head dim D in {64, 96, 128, 256}"
+GRAD_TOL = 2e-2         # dq, dk, dv: rel L2 with SPEC.md §1.12's cancellation floor ("grad" mode), bf16's 2 x 1e-2
+MAX_CASE_COST = 6e8     # B * H * S * S * D per case (the CPU reference's work)
 
 
 def base(dtype="fp16", B=1, S=4, H=2, H_kv=1, D=64):
@@ -153,8 +166,114 @@ def build_errors():
     return cases
 
 
+def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, scale=None, padded=False, rng=None):
+    qs, ks = [B, S, H, D], [B, S, H_kv, D]
+    tensors = {}
+    for n, shp in (("q", qs), ("k", ks), ("v", ks), ("do", qs)):
+        st = random_padded_strides(rng, shp, dtype) if padded and n in ("q", "k", "do") else None
+        tensors[n] = tensor(shp, dtype, normal(), strides=st)
+    tensors["o"] = tensor(qs, dtype, POISON)
+    tensors["lse"] = tensor([B, H, S], "fp32", POISON)
+    tensors["dq"] = tensor(qs, dtype, POISON, output=True)
+    tensors["dk"] = tensor(ks, dtype, POISON, output=True)
+    tensors["dv"] = tensor(ks, dtype, POISON, output=True)
+    config = {"is_causal": causal, "backend": backend}
+    fwd_config = {"is_causal": causal}
+    if scale is not None:
+        config["sm_scale"] = scale
+        fwd_config["sm_scale"] = scale
+    if det:
+        config["deterministic"] = True
+    return {"name": name, "op": OP, "config": config, "seed": seed, "tensors": tensors,
+            "setup": [{"op": "gqa_fwd", "config": fwd_config,
+                       "tensors": {n: n for n in ("q", "k", "v", "o", "lse")}}],
+            "compare": {n: {"mode": "grad", "tol": GRAD_TOL} for n in ("dq", "dk", "dv")},
+            "gpu_only": True, **({"repeat": True} if det else {})}
+
+
+def draw(rng, small=False):
+    d = {"dtype": rng.choice(["fp16", "bf16"]), "causal": rng.random() < 0.6, "det": rng.random() < 0.35}
+    d["backend"] = rng.choice(["portable", "hopper"])
+    d["D"] = rng.choice([64, 128] if d["backend"] == "hopper" else [64, 96, 128, 256])
+    kind = rng.choice(["mha", "gqa4", "gqa8", "mqa"])
+    if kind == "mha":
+        d["H_kv"] = rng.choice([1, 2, 3] if not small else [1, 2])
+        d["H"] = d["H_kv"]
+    elif kind == "mqa":
+        d["H_kv"], d["H"] = 1, rng.choice([2, 4, 8] if not small else [2, 3])
+    else:
+        g = 4 if kind == "gqa4" else 8
+        d["H_kv"] = rng.choice([1, 2] if not small else [1])
+        d["H"] = g * d["H_kv"]
+    r = rng.random()
+    if small:
+        d["S"] = rng.choice([1, 2, 17, 63, 64, 65, 130, 200])
+    elif r < 0.08:
+        d["S"] = 1
+    elif r < 0.55:
+        d["S"] = rng.randint(2, 300)
+    elif r < 0.9:
+        d["S"] = rng.choice([64, 127, 128, 129, 191, 256, 383, 512, 640, 1000, 1024, 1500])
+    else:
+        d["S"] = rng.choice([2048, 3000, 4096, 8192])
+    d["B"] = rng.choice([1, 2, 3]) if d["S"] < 1024 else 1
+    d["scale"] = rng.choice([None, None, None, 0.07])
+    d["padded"] = (not small) and rng.random() < 0.2
+    return d
+
+
+def cost(d):
+    return d["B"] * d["H"] * d["S"] * d["S"] * d["D"]
+
+
+def case_name(prefix, i, d):
+    g = d["H"] // d["H_kv"]
+    att = "mha" if g == 1 else ("mqa" if d["H_kv"] == 1 else f"gqa{g}")
+    parts = [prefix + f"/{i:03d}", d["backend"], d["dtype"], f"d{d['D']}", att, f"b{d['B']}", f"s{d['S']}",
+             "causal" if d["causal"] else "full"]
+    if d["det"]:
+        parts.append("det")
+    if d["scale"] is not None:
+        parts.append("scale")
+    if d["padded"]:
+        parts.append("padded")
+    return "-".join(parts)
+
+
+def build_set(prefix, count, seed, small):
+    rng = random.Random(seed)
+    out = []
+    # Fixed corners first: every (backend, D) with S = 1 and a ragged S, causal and deterministic.
+    corners = []
+    for backend, dims in (("portable", (64, 96, 128, 256)), ("hopper", (64, 128))):
+        for D in dims:
+            corners.append(dict(dtype="bf16", causal=True, det=False, backend=backend, D=D, H=4, H_kv=1, S=1, B=1,
+                                scale=None, padded=False))
+            corners.append(dict(dtype="fp16", causal=True, det=True, backend=backend, D=D, H=8, H_kv=2,
+                                S=77 if small else 333, B=2, scale=None, padded=False))
+            corners.append(dict(dtype="bf16", causal=False, det=not small, backend=backend, D=D, H=2, H_kv=2,
+                                S=130 if small else 1000, B=1, scale=None, padded=False))
+    if not small:  # the longest sequences, at the smallest head count the CPU reference can afford
+        for backend in ("portable", "hopper"):
+            corners.append(dict(dtype="bf16", causal=True, det=backend == "hopper", backend=backend, D=64, H=1, H_kv=1,
+                                S=8192, B=1, scale=None, padded=False))
+    i = 0
+    for d in corners:
+        out.append(build_case(case_name(prefix, i, d), seed + i, rng=rng, **d))
+        i += 1
+    while len(out) < count:
+        d = draw(rng, small)
+        if cost(d) > (2e7 if small else MAX_CASE_COST):
+            continue
+        out.append(build_case(case_name(prefix, i, d), seed + i, rng=rng, **d))
+        i += 1
+    return out
+
+
 def main():
-    args = case_args(__doc__).parse_args()
+    args = case_args(__doc__, count=216).parse_args()
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_grid.json"), build_set("gqa-bwd-grid", args.count, 90000, False))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_small.json"), build_set("gqa-bwd-small", 22, 91000, True))
     cases = build_errors()
     write_cases(os.path.join(args.out_dir, "gqa_bwd_errors.json"), cases)
     return 0

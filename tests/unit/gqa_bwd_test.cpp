@@ -1,6 +1,6 @@
 // gqa_bwd (SPEC.md §2.12) through the public C++ API, for what the JSON cases cannot say: non-finite
-// sm_scale, device placement, overlapping outputs, the kernel impl's Unsupported error and the empty
-// warm-up matrix; and the reference fed by gqa_fwd's reference o and lse at S = 1, where the gradients
+// sm_scale, device placement, overlapping outputs, the backend choice and its gap messages, the kernels'
+// compilation (no spills) and the warm-up matrix; and the reference fed by gqa_fwd's reference o and lse at S = 1, where the gradients
 // are known in closed form.
 #include <doctest/doctest.h>
 
@@ -9,8 +9,14 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include <set>
+#include <string>
+
 #include "attnjit/runtime.hpp"
 #include "base/host_numeric.hpp"
+#include "jit/nvrtc_compiler.hpp"
 #include "ops/registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_util.hpp"
@@ -122,42 +128,116 @@ TEST_CASE("gqa_bwd: sm_scale must be finite and > 0, including the values JSON t
   CHECK_THROWS_AS(rt.op("gqa_bwd", {{"window_size_left", 3}}), attnjit::InvalidArgument);
 }
 
-TEST_CASE("gqa_bwd: the kernel impl validates the call, then fails with Unsupported: no GPU kernel yet") {
+TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backend names") {
   test::TempDir dir("gqabwdkern");
   attnjit::Runtime rt(test::options_in(dir));
-  Call c(1, 5, 4, 2, 64);
-  const TensorArgs dev = c.device_args();
-  for (const char* backend : {"auto", "portable", "hopper"}) {
-    auto op = rt.op("gqa_bwd", {{"backend", backend}});
-    try {
-      op.plan(dev);
-      FAIL("a kernel plan was built for backend " << backend);
-    } catch (const attnjit::Unsupported& e) {
-      const std::string m = e.what();
-      INFO(m);
-      CHECK(test::starts_with(m, "gqa_bwd: unsupported: impl 'kernel'"));
-      CHECK(test::contains(m, "no GPU kernel is built yet"));
-      CHECK(test::contains(m, backend));
+  auto main_of = [&](const nlohmann::json& cfg, const TensorArgs& t, const std::string& arch) {
+    const auto specs = rt.impl().op("gqa_bwd", cfg)->kernels_for(t, arch);
+    REQUIRE(specs.size() == 3);  // prep, main, dq
+    return specs[1].name;
+  };
+  for (int64_t D : {64, 96, 128, 256}) {
+    Call c(1, 70, 8, 2, D);
+    const TensorArgs dev = c.device_args();
+    const bool hopper_d = D == 64 || D == 128;
+    INFO("D " << D);
+    CHECK(main_of(nlohmann::json::object(), dev, "sm_90a") ==
+          fmt::format("gqa_bwd.{}.fp16.d{}.causal", hopper_d ? "hopper" : "portable", D));
+    CHECK(main_of({{"backend", "portable"}, {"is_causal", false}, {"deterministic", true}}, dev, "sm_90a") ==
+          fmt::format("gqa_bwd.portable.fp16.d{}.det", D));
+    CHECK(main_of(nlohmann::json::object(), dev, "sm_80") == fmt::format("gqa_bwd.portable.fp16.d{}.causal", D));
+    if (!hopper_d) {
+      try {
+        rt.impl().op("gqa_bwd", {{"backend", "hopper"}})->kernels_for(dev, "sm_90a");
+        FAIL("hopper accepted D " << D);
+      } catch (const attnjit::Unsupported& e) {
+        CHECK(std::string(e.what()) ==
+              fmt::format("gqa_bwd: unsupported: backend 'hopper': its kernel serves head dims 64 and 128, got D = {}", D));
+      }
     }
-    // Compile-only: the same descriptor checks, and nothing to compile.
-    CHECK(rt.impl().op("gqa_bwd", {{"backend", backend}})->kernels_for(dev, "sm_90a").empty());
   }
-  // A bad call is still the InvalidArgument it would be with kernels: the checks come first.
+  Call c(2, 70, 8, 2, 128);
+  const TensorArgs dev = c.device_args();
+  try {
+    rt.impl().op("gqa_bwd", {{"backend", "hopper"}})->kernels_for(dev, "sm_80");
+    FAIL("hopper accepted sm_80");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(test::starts_with(e.what(), "gqa_bwd: unsupported: backend 'hopper': it needs sm_90a"));
+  }
+  // A zero (broadcast) stride on a read-only input is class F but no TMA source: auto takes portable,
+  // hopper names the tensor.
+  TensorArgs bcast = dev;
+  TensorRef k = *bcast.find("k");
+  k.strides[0] = 0;
+  bcast.set("k", k);
+  CHECK(main_of(nlohmann::json::object(), bcast, "sm_90a") == "gqa_bwd.portable.fp16.d128.causal");
+  CHECK_THROWS_AS(rt.impl().op("gqa_bwd", {{"backend", "hopper"}})->kernels_for(bcast, "sm_90a"), attnjit::Unsupported);
+  // A bad call is the InvalidArgument of the checks, for every backend, before any kernel choice.
   TensorArgs bad = dev;
   TensorRef lse = *bad.find("lse");
   lse.dtype = DType::kF16;
   bad.set("lse", lse);
   CHECK(test::starts_with(run_error(rt.op("gqa_bwd"), bad), "gqa_bwd: dtype: lse: expected fp32"));
-  CHECK_THROWS_AS(rt.impl().op("gqa_bwd", nlohmann::json::object())->kernels_for(bad, "sm_90a"),
-                  attnjit::InvalidArgument);
+  for (const char* backend : {"auto", "portable", "hopper"})
+    CHECK_THROWS_AS(rt.impl().op("gqa_bwd", {{"backend", backend}})->kernels_for(bad, "sm_90a"), attnjit::InvalidArgument);
   // Host tensors on the kernel impl: a device error, outputs untouched.
   CHECK(test::starts_with(run_error(rt.op("gqa_bwd"), c.args()), "gqa_bwd: device: q: expected a CUDA tensor"));
   CHECK(c.outputs_untouched());
+  CHECK_THROWS_AS(rt.op("gqa_bwd", {{"deterministic", "yes"}}), attnjit::InvalidArgument);
 }
 
-TEST_CASE("gqa_bwd: no kernels in the warm-up matrix; the op is registered") {
-  CHECK(attnjit::detail::find_op("gqa_bwd").default_matrix("sm_90a").empty());
-  CHECK(attnjit::detail::find_op("gqa_bwd").default_matrix("sm_80").empty());
+// Every code path of the kernels compiles for sm_90a without spilling: the causal diagonal, the
+// deterministic turns, D 96's padded compute dim, D 256's 64-key tile with 16-query warp tiles, and the
+// hopper kernel's causal and deterministic paths. Registers and spills come from ptxas -v.
+TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without spills") {
+  test::TempDir dir("gqabwdnvrtc");
+  attnjit::Runtime rt(test::options_in(dir));
+  struct Path {
+    const char* backend;
+    int64_t D;
+    bool causal, det;
+  };
+  const Path paths[] = {{"portable", 64, true, false},  {"portable", 96, true, false}, {"portable", 128, true, false},
+                        {"portable", 256, true, false}, {"portable", 64, false, true}, {"portable", 96, false, true},
+                        {"portable", 128, false, true}, {"portable", 256, false, true}, {"hopper", 64, true, false},
+                        {"hopper", 128, true, true},    {"hopper", 64, false, true},   {"hopper", 128, false, false}};
+  std::vector<attnjit::jit::KernelSpec> specs;
+  std::set<std::string> seen;
+  for (const Path& path : paths) {
+    Call c(1, 70, 8, 2, path.D, DType::kBF16);
+    for (auto& s : rt.impl()
+                       .op("gqa_bwd", {{"backend", path.backend}, {"is_causal", path.causal}, {"deterministic", path.det}})
+                       ->kernels_for(c.device_args(), "sm_90a"))
+      if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
+  }
+  CHECK(specs.size() == 12 + 8);  // 12 main kernels, prep and dq for 4 head dims
+  attnjit::jit::NvrtcCompiler compiler;
+  for (const auto& s : specs) {
+    const auto r = compiler.compile(s);
+    INFO(s.describe() << "\n" << r.log);
+    CHECK(test::contains(r.log, "registers"));
+    CHECK(test::contains(r.log, "0 bytes spill stores"));
+    CHECK(test::contains(r.log, "0 bytes stack frame"));
+    MESSAGE(s.describe() << ": " << r.log.substr(r.log.find("Used"), r.log.find('\n', r.log.find("Used")) - r.log.find("Used")));
+  }
+}
+
+TEST_CASE("gqa_bwd: the warm-up matrix holds D 128's kernels; the op is registered") {
+  auto names_of = [](const std::vector<attnjit::jit::KernelSpec>& specs) {
+    std::set<std::string> n;
+    for (const auto& s : specs) n.insert(s.name);
+    return n;
+  };
+  const auto hopper = names_of(attnjit::detail::find_op("gqa_bwd").default_matrix("sm_90a"));
+  const auto portable = names_of(attnjit::detail::find_op("gqa_bwd").default_matrix("sm_80"));
+  CHECK(hopper.size() == 12);
+  CHECK(portable.size() == 8);
+  for (const char* dt : {"bf16", "fp16"})
+    for (const char* c : {"", ".causal"}) {
+      CHECK(hopper.count(fmt::format("gqa_bwd.hopper.{}.d128{}", dt, c)) == 1);
+      CHECK(hopper.count(fmt::format("gqa_bwd.portable.{}.d128{}", dt, c)) == 1);
+      CHECK(portable.count(fmt::format("gqa_bwd.portable.{}.d128{}", dt, c)) == 1);
+    }
   const auto names = attnjit::Runtime::op_names();
   CHECK(std::find(names.begin(), names.end(), "gqa_bwd") != names.end());
 }

@@ -33,9 +33,10 @@ TEST_CASE("nvrtc: every kernel of every op's warm-up matrix compiles for sm_90a"
   std::vector<KernelSpec> specs;
   for (const auto& def : attnjit::detail::op_definitions()) {
     auto m = def.default_matrix("sm_90a");
-    // gqa_bwd has no GPU kernel yet (its kernel impl raises Unsupported), so nothing to warm up; every
+    // Ops whose kernels are not built yet (their kernel impl raises Unsupported) warm up nothing; every
     // other op must contribute kernels.
-    CHECK(m.empty() == (def.name == "gqa_bwd"));
+    static const std::set<std::string> kNoKernelsYet = {};
+    CHECK(m.empty() == (kNoKernelsYet.count(def.name) == 1));
     for (auto& s : m) {
       CHECK(s.op == def.name);
       CHECK(s.arch == "sm_90a");

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -14,6 +16,7 @@
 #include "cli_commands.hpp"
 #include "device_buffer.hpp"
 #include "jit/cuda_driver.hpp"
+#include "ops/dense/gqa_bwd_call.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_case.hpp"
 #include "topk_check.hpp"
@@ -151,7 +154,8 @@ TensorArgs host_args(const TestCase& c, std::vector<HostTensor>& host) {
 // Compares `got` against `want` for every compared tensor; appends to `o` and returns false on a miss.
 // `inputs` are the case's host inputs (for the top-k scorers).
 bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
-                     const std::vector<HostTensor>& want, const char* what, Outcome& o) {
+                     const std::vector<HostTensor>& want, const char* what, Outcome& o,
+                     const std::vector<HostTensor>* want_abs = nullptr) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     auto it = c.compare.find(c.tensors[i].name);
     if (it == c.compare.end()) continue;
@@ -194,6 +198,14 @@ bool compare_outputs(const TestCase& c, const std::vector<HostTensor>& inputs, c
       if (!(nse <= it->second.tol)) {
         o.detail = fmt::format("{}: {} normalised squared error {:.3e} > tol {:.1e}{}", what, c.tensors[i].name, nse,
                                it->second.tol, where.empty() ? "" : " (" + where + ")");
+        return false;
+      }
+    } else if (it->second.mode == "grad") {
+      if (!want_abs) throw std::runtime_error(fmt::format("{}: compare mode grad: no absolute-value reference", c.op));
+      const double err = grad_rel_l2(got[i], want[i], (*want_abs)[i]);
+      o.worst_rel = std::max(o.worst_rel, err);
+      if (!(err <= it->second.tol)) {
+        o.detail = fmt::format("{}: {} gradient error {:.3e} > tol {:.1e}", what, c.tensors[i].name, err, it->second.tol);
         return false;
       }
     } else if (it->second.mode == "lse") {
@@ -275,12 +287,21 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   auto ref = inputs;
   auto rargs = host_args(c, ref);
   rt.op(c.op, as_config(with_impl(c.config, "reference"))).run(rargs);
+  // Compare mode "grad" measures against the reference on absolute values (SPEC.md §1.12).
+  std::optional<std::vector<HostTensor>> ref_abs;
+  if (std::any_of(c.compare.begin(), c.compare.end(), [](const auto& kv) { return kv.second.mode == "grad"; })) {
+    if (c.op != "gqa_bwd")
+      throw std::runtime_error(fmt::format("{}: compare mode grad: the op has no absolute-value reference", c.op));
+    ref_abs = inputs;
+    attnjit::ops::gqa_bwd_reference_abs(c.config, host_args(c, *ref_abs));
+  }
+  const std::vector<HostTensor>* want_abs = ref_abs ? &*ref_abs : nullptr;
   std::vector<std::string> checks;
   if (!c.golden.is_null()) {
     std::vector<HostTensor> golden = ref;
     for (size_t i = 0; i < c.tensors.size(); ++i)
       if (c.golden.contains(c.tensors[i].name)) golden[i] = golden_tensor(c.tensors[i], c.golden[c.tensors[i].name]);
-    if (!compare_outputs(c, inputs, ref, golden, "reference vs golden", o)) return {Verdict::kFail, o.detail};
+    if (!compare_outputs(c, inputs, ref, golden, "reference vs golden", o, want_abs)) return {Verdict::kFail, o.detail};
     checks.push_back("reference = golden");
   }
   if (c.repeat && !gpu) {
@@ -311,7 +332,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
       got[i].bytes = bufs[i].download();
       got[i].bytes.resize(inputs[i].bytes.size());
     }
-    if (!compare_outputs(c, inputs, got, ref, "kernel vs reference", o)) return {Verdict::kFail, o.detail};
+    if (!compare_outputs(c, inputs, got, ref, "kernel vs reference", o, want_abs)) return {Verdict::kFail, o.detail};
     if (c.repeat) {
       // Outputs poisoned again, the same inputs, a second call: byte-identical outputs.
       for (size_t i = 0; i < inputs.size(); ++i)

@@ -154,9 +154,10 @@ std::vector<TestCase> parse_test_cases(const std::string& text, const std::strin
         cs.ascending = cj.value("ascending", false);
         cs.max_ulp = cj.value("max_ulp", -1.0);
         if (cs.mode != "bitwise" && cs.mode != "rel_l2" && cs.mode != "lse" && cs.mode != "topk" && cs.mode != "ulp" &&
-            cs.mode != "masked_nse")
+            cs.mode != "masked_nse" && cs.mode != "grad")
           malformed(where, "compare " + name + ": unknown mode " + cs.mode);
         if (cs.mode == "rel_l2" && !(cs.tol > 0)) malformed(where, "compare " + name + ": rel_l2 needs tol > 0");
+        if (cs.mode == "grad" && !(cs.tol > 0)) malformed(where, "compare " + name + ": grad needs tol > 0");
         if (cs.mode == "masked_nse" && !(cs.tol > 0)) malformed(where, "compare " + name + ": masked_nse needs tol > 0");
         if (cs.mode == "ulp" && !(cs.max_ulp >= 0)) malformed(where, "compare " + name + ": ulp needs max_ulp >= 0");
         bool found = false;
@@ -359,6 +360,24 @@ double rel_l2(const HostTensor& a, const HostTensor& b) {
   if (nan) return std::numeric_limits<double>::infinity();
   if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   return std::sqrt(num / den);
+}
+
+double grad_rel_l2(const HostTensor& a, const HostTensor& b, const HostTensor& abs) {
+  double num = 0, den = 0, den_abs = 0;
+  bool nan = false;
+  for_each_element(*a.spec, [&](int64_t off) {
+    const double x = numeric::load_as_double(a.bytes.data(), a.spec->dtype, off);
+    const double y = numeric::load_as_double(b.bytes.data(), b.spec->dtype, off);
+    const double z = numeric::load_as_double(abs.bytes.data(), abs.spec->dtype, off);
+    if (std::isnan(x) || std::isnan(y)) nan = true;
+    num += (x - y) * (x - y);
+    den += y * y;
+    den_abs += z * z;
+  });
+  if (nan) return std::numeric_limits<double>::infinity();
+  const double scale = std::max(std::sqrt(den), 1e-3 * std::sqrt(den_abs));
+  if (scale == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num) / scale;
 }
 
 double lse_error(const HostTensor& out, const HostTensor& ref, std::string* where) {

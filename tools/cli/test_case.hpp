@@ -4,7 +4,11 @@
 //   {"name": "...", "op": "paged_kv_write", "config": {...}, "seed": 1,
 //    "tensors": {"<arg>": {"shape": [...], "dtype": "bf16", "strides": [...]?, "init": {...}, "output": bool?}},
 //    "compare": {"<arg>": {"mode": "bitwise"} | {"mode": "rel_l2", "tol": 1e-2} | {"mode": "lse"}
-//                        | {"mode": "topk", "ascending": bool?} | {"mode": "ulp", "max_ulp": 2}},
+//                        | {"mode": "topk", "ascending": bool?} | {"mode": "ulp", "max_ulp": 2}
+//                        | {"mode": "grad", "tol": 2e-2}},
+//      grad (gradients, SPEC.md §1.12): ||out - ref|| / max(||ref||, 1e-3 ||ref_abs||) <= tol, ref_abs being
+//      the op's reference on the absolute values of every product it sums (ops with one: gqa_bwd), NaN
+//      fails; no exact-zero-row rule (a gradient cancels to zero without the contract making it zero);
 //      rel_l2: ||out - ref|| / ||ref|| <= tol, NaN fails, and every row (innermost axis) the reference
 //      makes all exact zeros (rows the contract makes zero) must be exact zeros; lse: |out - ref| <= 2e-3 * max(1, |ref|) where ref is
 //      finite, +-inf must match exactly (SPEC.md §1.12); ulp (fp16, bf16, e4m3, fp32): every storage element
@@ -54,7 +58,7 @@ struct TensorSpec {
 };
 
 struct CompareSpec {
-  std::string mode;  // "bitwise" | "rel_l2" | "lse" | "topk" | "ulp" | "masked_nse"
+  std::string mode;  // "bitwise" | "rel_l2" | "grad" | "lse" | "topk" | "ulp" | "masked_nse"
   double tol = 0;
   double max_ulp = 0;  // ulp: the largest accepted |out - ref| in units of the stored dtype's ulp at ref
   // topk (index outputs, SPEC.md §1.9 via the op's scorer in tools/cli/topk_check.cpp): also require the
@@ -102,6 +106,8 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed);
 
 // ||a - b|| / ||b|| over the logical elements (NaN anywhere gives +inf).
 double rel_l2(const HostTensor& a, const HostTensor& b);
+// Compare mode "grad": ||a - b|| / max(||b||, 1e-3 ||abs||), abs the absolute-value reference of b.
+double grad_rel_l2(const HostTensor& a, const HostTensor& b, const HostTensor& abs);
 // Largest |out - ref| / max(1, |ref|) over finite ref entries; +inf when an infinity or NaN differs.
 // `where` gets the worst element.
 double lse_error(const HostTensor& out, const HostTensor& ref, std::string* where);

@@ -19,18 +19,31 @@ namespace attnjit::ops::reference::math {
 // NOTE: Delta and <dout, v> are the same dot over the same products, so a row whose only key has
 // v = o (a single visible key: causal row 0, every row at S = 1) gets dS = 0 exactly, and its dq, as
 // the contract says, exact zeros.
-template <class ForEachKey>
+// kAbs: the same sums over the absolute values of every product (|Delta| = sum |o| |dout|, dS_abs =
+// P (sum |dout| |v| + |Delta|), dq_abs += scale dS_abs |k|, ...): the scale SPEC.md §1.12 measures a
+// gradient's error against where the gradient itself cancels to (almost) zero.
+template <bool kAbs = false, class ForEachKey>
 void backward_row(const double* q, const double* o, const double* dout, double lse, double scale, int64_t D,
                   double* dq, ForEachKey&& for_each_key) {
   if (lse == -kInf) return;
-  const double delta = dot(o, dout, D);
+  auto dot_of = [D](const double* a, const double* b) {
+    if constexpr (!kAbs) {
+      return dot(a, b, D);
+    } else {
+      double s = 0;
+      for (int64_t d = 0; d < D; ++d) s += std::fabs(a[d] * b[d]);
+      return s;
+    }
+  };
+  auto mag = [](double x) { return kAbs ? std::fabs(x) : x; };
+  const double delta = dot_of(o, dout);
   for_each_key([&](const double* k, const double* v, double* dk, double* dv) {
     const double p = std::exp(scale * dot(q, k, D) - lse);
-    const double ds = p * (dot(dout, v, D) - delta);
+    const double ds = kAbs ? p * (dot_of(dout, v) + delta) : p * (dot(dout, v, D) - delta);
     for (int64_t d = 0; d < D; ++d) {
-      dq[d] += scale * ds * k[d];
-      dk[d] += scale * ds * q[d];
-      dv[d] += p * dout[d];
+      dq[d] += scale * ds * mag(k[d]);
+      dk[d] += scale * ds * mag(q[d]);
+      dv[d] += p * mag(dout[d]);
     }
   });
 }

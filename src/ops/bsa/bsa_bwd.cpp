@@ -11,10 +11,11 @@
 #include <tuple>
 
 #include "bsa/bsa_bwd_params.cuh"
-#include "bsa/bsa_bwd_hopper_params.cuh"
+#include "hopper/attention_bwd_params.cuh"
 #include "jit/cuda_driver.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
+#include "ops/attention/attention_bwd.hpp"
 #include "ops/attention/attention_kernel.hpp"  // tma_gap, encode_tma_rows
 #include "ops/bsa/reference_bwd.hpp"
 #include "ops/base/op_helpers.hpp"
@@ -197,22 +198,6 @@ std::string hopper_gap(const BwdCall& call, const std::string& arch) {
   return hopper_tma_gap(call);
 }
 
-// The hopper main kernel's map of the fp32 dq accumulator: 2-d (D columns, `rows` rows of D floats),
-// boxes of 32 columns (128 bytes) by 64 rows with the 128-byte swizzle its staging tiles use.
-void encode_dq_acc_map(unsigned long long (&map)[16], const float* dq_acc, int64_t D, int64_t rows) {
-  static_assert(sizeof(CUtensorMap) == sizeof(map), "CUtensorMap is 128 bytes");
-  const auto& drv = jit::CudaDriver::get();
-  cuuint64_t dims[2] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(rows)};
-  cuuint64_t strides[1] = {static_cast<cuuint64_t>(D * 4)};
-  cuuint32_t box[2] = {32, 64};
-  cuuint32_t elem[2] = {1, 1};
-  drv.check(drv.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
-                                       const_cast<float*>(dq_acc), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-            "bsa_bwd: cuTensorMapEncodeTiled (dq_acc)");
-}
-
 // backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
 // the call, the portable kernel elsewhere.
 bool use_hopper(detail::Backend backend, const BwdCall& call, const std::string& arch) {
@@ -230,12 +215,8 @@ WorkspaceLayout workspace_layout(const BsaCall& c) {
   w.s_pad = c.N_q * c.bs;
   w.segments = c.B * c.H_kv * c.N_kv;
   const size_t rows = static_cast<size_t>(c.B * c.H_q * w.s_pad);
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    const size_t here = at;
-    at += (bytes + 255) / 256 * 256;
-    return here;
-  };
+  WorkspaceCursor cur;
+  auto take = [&](size_t bytes) { return cur.take(bytes); };
   w.lse2 = take(rows * 4);
   w.delta = take(rows * 4);
   w.dq_acc = take(rows * static_cast<size_t>(c.D) * 4);
@@ -243,7 +224,7 @@ WorkspaceLayout workspace_layout(const BsaCall& c) {
   w.offsets = take(static_cast<size_t>(w.segments + 1) * 4);
   w.cursor = take(static_cast<size_t>(w.segments) * 4);
   w.list = take(static_cast<size_t>(c.B * c.H_q * c.N_q * c.K_max) * 4);
-  w.total = at;
+  w.total = cur.total();
   return w;
 }
 
@@ -284,7 +265,7 @@ class KernelPlan final : public detail::PlanImpl {
     if (cfg_.validate_inputs) bsa::BsaMetadataHost::load(kOp, c, stream).check_contents(kOp, /*allow_zero_counts=*/true);
     const WorkspaceLayout w = workspace_layout(c);
     detail::PlanWorkspace::Lease lease = workspace_->acquire(w.total, stream);
-    kernels::BsaBwdParams p = params(call, w, lease.ptr());
+    kernels::AttnBwdParams p = params(call, w, lease.ptr());
     auto cu_stream = static_cast<CUstream>(stream);
     drv.check(drv.cuMemsetD32Async(lease.ptr() + w.counts, 0, static_cast<size_t>(w.segments), cu_stream),
               "bsa_bwd: cuMemsetD32Async(counts)");
@@ -297,7 +278,7 @@ class KernelPlan final : public detail::PlanImpl {
     mode = 1;
     launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
     if (hopper_) {
-      kernels::BsaBwdHopperParams hp{};
+      kernels::AttnBwdHopperParams hp{};
       hp.p = p;
       const int bs = static_cast<int>(c.bs);
       for (auto [map, name, t, heads, rows, box] :
@@ -306,13 +287,13 @@ class KernelPlan final : public detail::PlanImpl {
         const bsa::BhsStrides st = c.strides_of(*t);
         encode_tma_rows(kOp, name, *map, c.dtype, t->data, D_, heads, rows, c.B, st.h, st.s, st.b, box);
       }
-      const kernels::BsaBwdHopperLayout layout{static_cast<int>(D_), bs};
-      if (layout.dq_tma()) encode_dq_acc_map(hp.dq_map, p.dq_acc, D_, static_cast<int64_t>(c.B) * c.H_q * w.s_pad);
+      const kernels::AttnBwdHopperLayout layout{static_cast<int>(D_), bs};
+      if (layout.dq_tma()) encode_dq_acc_map(kOp, hp.dq_map, p.dq_acc, D_, static_cast<int64_t>(c.B) * c.H_q * w.s_pad);
       launch_raw(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B),
                  static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream, &hp);
     } else {
       launch(*k_.main, static_cast<unsigned>(c.N_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B), 256,
-             kernels::bsa_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
+             kernels::attn_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
                                         kernels::bsa_bwd_block_m(static_cast<int>(c.bs))), cu_stream, &p, nullptr);
     }
     launch(*k_.dq, blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
@@ -324,37 +305,23 @@ class KernelPlan final : public detail::PlanImpl {
   }
 
  private:
-  static unsigned blocks(long long work, int per_block) {
-    return static_cast<unsigned>(std::max<long long>(1, (work + per_block - 1) / per_block));
-  }
+  static unsigned blocks(long long work, int per_block) { return bwd_blocks(work, per_block); }
 
   static void launch(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
-                     CUstream stream, kernels::BsaBwdParams* p, int* extra) {
+                     CUstream stream, kernels::AttnBwdParams* p, int* extra) {
     void* args[] = {p, extra};
-    launch_args(k, gx, gy, gz, threads, smem, stream, args);
+    launch_bwd_kernel(kOp, k, gx, gy, gz, threads, smem, stream, args);
   }
   template <class Params>
   static void launch_raw(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
                          CUstream stream, Params* p) {
     void* args[] = {p};
-    launch_args(k, gx, gy, gz, threads, smem, stream, args);
-  }
-  static void launch_args(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
-                          CUstream stream, void** args) {
-    Launch lc;
-    lc.grid_x = gx;
-    lc.grid_y = gy;
-    lc.grid_z = gz;
-    lc.threads = threads;
-    lc.smem_bytes = static_cast<unsigned>(smem);
-    lc.stream = stream;
-    launch_kernel(k.function, lc, args,
-              fmt::format("{}: cuLaunchKernelEx({})", kOp, k.compiled->spec.name));
+    launch_bwd_kernel(kOp, k, gx, gy, gz, threads, smem, stream, args);
   }
 
-  kernels::BsaBwdParams params(const BwdCall& call, const WorkspaceLayout& w, CUdeviceptr ws) const {
+  kernels::AttnBwdParams params(const BwdCall& call, const WorkspaceLayout& w, CUdeviceptr ws) const {
     const BsaCall& c = call.base;
-    kernels::BsaBwdParams p{};
+    kernels::AttnBwdParams p{};
     auto set3 = [&](const TensorRef& t, long long& sb, long long& sh, long long& ss) {
       const bsa::BhsStrides st = c.strides_of(t);
       sb = st.b;
@@ -475,8 +442,8 @@ class BsaBwdOp final : public detail::OpInstance {
     k.scan = ctx_.kernels().loaded(specs.scan, dev);
     k.main = ctx_.kernels().loaded(specs.main, dev);
     k.dq = ctx_.kernels().loaded(specs.dq, dev);
-    const int smem = hopper ? kernels::BsaBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
-                            : kernels::bsa_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
+    const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
+                            : kernels::attn_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
                                                           kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
     require_dynamic_smem(kOp, *k.main, specs.main, smem);
     return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);

@@ -1,7 +1,11 @@
-// gqa_bwd (SPEC.md §2.12): configuration, validation and the reference plan. No GPU kernel is built
-// yet: a kernel-impl call validates like any other, then fails with Unsupported, and the op adds
-// nothing to the warm-up matrix.
+// gqa_bwd (SPEC.md §2.12): configuration, validation, the kernel plans (workspace layout and the launch
+// sequence of templates/dense/gqa_bwd.cuh, the hopper main kernel of templates/dense/gqa_bwd_hopper.cuh)
+// and the reference plan.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
 
 #include <cmath>
 #include <memory>
@@ -10,7 +14,16 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "dense/gqa_bwd_params.cuh"
+#include "hopper/attention_bwd_params.cuh"
+#include "jit/cuda_driver.hpp"
+#include "ops/attention/attention_bwd.hpp"
+#include "ops/attention/attention_kernel.hpp"  // device_type_name
+#include "ops/base/arch.hpp"
+#include "ops/base/backend.hpp"
 #include "ops/base/context.hpp"
+#include "ops/base/tma.hpp"
+#include "ops/base/workspace.hpp"
 #include "ops/base/op.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/validation.hpp"
@@ -34,6 +47,7 @@ bool accepted_head_dim(int64_t D) { return D == 64 || D == 96 || D == 128 || D =
 GqaBwdConfig parse_gqa_bwd_config(const detail::ConfigReader& r) {
   GqaBwdConfig c;
   c.is_causal = r.get_bool("is_causal", true);
+  c.deterministic = r.get_bool("deterministic", false);
   if (r.has("sm_scale")) {
     const double s = r.get_number("sm_scale", 0);
     if (!std::isfinite(s) || s <= 0)
@@ -44,7 +58,7 @@ GqaBwdConfig parse_gqa_bwd_config(const detail::ConfigReader& r) {
 }
 
 const std::vector<std::string>& gqa_bwd_config_keys() {
-  static const std::vector<std::string> keys = {"is_causal", "sm_scale"};
+  static const std::vector<std::string> keys = {"is_causal", "sm_scale", "deterministic"};
   return keys;
 }
 
@@ -141,40 +155,278 @@ GqaBwdCall validate_gqa_bwd_call(const GqaBwdConfig& cfg, const TensorArgs& args
   return call;
 }
 
+void gqa_bwd_reference_abs(const nlohmann::json& config, const TensorArgs& args) {
+  const GqaBwdConfig cfg = parse_gqa_bwd_config(detail::ConfigReader(kOp, config, gqa_bwd_config_keys()));
+  reference::gqa_backward_abs(cfg, validate_gqa_bwd_call(cfg, args, Placement::kHost));
+}
+
 namespace {
 
-// Why impl 'kernel' cannot serve any call in this build (every backend, every arch).
-[[noreturn]] void no_kernel(detail::Backend backend) {
-  throw Unsupported(fmt::format("{}: unsupported: impl 'kernel' (backend '{}'): no GPU kernel is built yet for this op; "
-                                "use impl 'reference' (CPU)",
-                                kOp, detail::backend_name(backend)));
+// The kernels of one static configuration: prep and dq are the portable ones for either main kernel.
+struct BwdKernels {
+  jit::KernelSpec prep, main, dq;
+};
+
+jit::KernelSpec spec_of(const std::string& file, const std::string& entry,
+                        std::vector<std::pair<std::string, std::string>> fields, const std::string& name,
+                        const std::string& arch) {
+  jit::KernelSpec s;
+  s.op = kOp;
+  s.template_file = file;
+  s.entry = entry;
+  s.fields = std::move(fields);
+  s.arch = arch;
+  s.name = name;
+  return s;
 }
+
+BwdKernels kernel_specs(DType dt, int64_t D, bool causal, bool det, const std::string& arch, bool hopper) {
+  const std::string t(device_type_name(dt)), dn(dtype_name(dt));
+  const std::string backend = hopper ? "hopper" : "portable";
+  auto fields = [&](const char* what, const std::string& be) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"backend", be}, {"kernel", what}, {"dtype", dn}, {"head_dim", std::to_string(D)}};
+  };
+  BwdKernels k;
+  k.prep = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_prep<{}, {}>", t, D), fields("prep", "portable"),
+                   fmt::format("{}.prep.portable.{}.d{}", kOp, dn, D), arch);
+  k.dq = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_dq<{}, {}>", t, D), fields("dq", "portable"),
+                 fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
+  auto main_fields = fields("main", backend);
+  main_fields.push_back({"causal", causal ? "1" : "0"});
+  main_fields.push_back({"deterministic", det ? "1" : "0"});
+  const std::string suffix = fmt::format("{}{}", causal ? ".causal" : "", det ? ".det" : "");
+  if (hopper)
+    k.main = spec_of("dense/gqa_bwd_hopper.cuh",
+                     fmt::format("attnjit::kernels::gqa_bwd_hopper<{}, {}, {}, {}>", t, D, causal, det), main_fields,
+                     fmt::format("{}.hopper.{}.d{}{}", kOp, dn, D, suffix), arch);
+  else
+    k.main = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_main<{}, {}, {}, {}>", t, D, causal, det),
+                     main_fields, fmt::format("{}.portable.{}.d{}{}", kOp, dn, D, suffix), arch);
+  return k;
+}
+
+// (extent, stride) of a [B, S, heads, D] tensor's head, row and batch axes.
+std::tuple<int64_t, int64_t, int64_t> bsh_strides(const TensorRef& t) { return {t.strides[2], t.strides[1], t.strides[0]}; }
+
+// Why q, do, k and v cannot be the hopper kernel's TMA sources ("" when they can).
+std::string tma_sources_gap(const GqaBwdCall& c) {
+  for (auto [name, t, heads] : {std::tuple{"q", c.q, c.H}, std::tuple{"do", c.dout, c.H}, std::tuple{"k", c.k, c.H_kv},
+                                std::tuple{"v", c.v, c.H_kv}}) {
+    const auto [sh, ss, sb] = bsh_strides(*t);
+    const std::string gap = tma_gap(name, t->data, {{heads, sh}, {c.S, ss}, {c.B, sb}});
+    if (!gap.empty()) return gap;
+  }
+  return "";
+}
+
+// Why the hopper main kernel cannot serve a call's static properties ("" when it can).
+std::string hopper_static_gap(const GqaBwdCall& c, const std::string& arch) {
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
+  if (!kernels::gqa_bwd_hopper_head_dim(static_cast<int>(c.D)))
+    return fmt::format("its kernel serves head dims 64 and 128, got D = {}", c.D);
+  return "";
+}
+
+// backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
+// the call (TMA-able q, do, k, v included), the portable kernel elsewhere.
+bool use_hopper(detail::Backend backend, const GqaBwdCall& c, const std::string& arch) {
+  const bool hopper = pick_hopper(kOp, backend, [&] { return hopper_static_gap(c, arch); },
+                                  [&] { return tma_sources_gap(c).empty(); });
+  if (hopper && backend == detail::Backend::kHopper)
+    if (const std::string gap = tma_sources_gap(c); !gap.empty()) throw_hopper_gap(kOp, gap);
+  return hopper;
+}
+
+// Workspace sections (bytes from the base, each 256-aligned) for a call's shapes.
+struct WorkspaceLayout {
+  size_t lse2 = 0, delta = 0, dq_acc = 0, sem = 0, total = 0;
+  int64_t n_q = 0, s_pad = 0;
+};
+
+WorkspaceLayout workspace_layout(const GqaBwdCall& c, bool det) {
+  WorkspaceLayout w;
+  w.n_q = (c.S + 63) / 64;
+  w.s_pad = w.n_q * 64;
+  const size_t rows = static_cast<size_t>(c.B * c.H * w.s_pad);
+  WorkspaceCursor cur;
+  w.lse2 = cur.take(rows * 4);
+  w.delta = cur.take(rows * 4);
+  w.dq_acc = cur.take(rows * static_cast<size_t>(kernels::gqa_bwd_compute_dim(static_cast<int>(c.D))) * 4);
+  w.sem = det ? cur.take(static_cast<size_t>(c.B * c.H * w.n_q) * 4) : cur.total();
+  w.total = cur.total();
+  return w;
+}
+
+class KernelPlan final : public detail::PlanImpl {
+ public:
+  struct Loaded {
+    std::shared_ptr<const jit::LoadedKernel> prep, main, dq;
+  };
+  KernelPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
+      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper),
+        workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
+
+  void prepare(const TensorArgs& tensors) const override {
+    const GqaBwdCall call = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
+    workspace_->reserve(workspace_layout(call, cfg_.deterministic).total);
+  }
+  std::size_t workspace_bytes() const override { return workspace_->bytes(); }
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
+    if (c.dtype != dtype_ || c.D != D_ || !(c.device == device_))
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({} D {} {}), got {} D "
+                                        "{} {}; build a plan for the new signature", kOp, dtype_name(dtype_), D_,
+                                        device_name(device_), dtype_name(c.dtype), c.D, device_name(c.device)));
+    if (c.H_kv > 65535 || c.B > 65535)
+      throw Unsupported(fmt::format("{}: B = {} and H_kv = {} must be at most 65535 for this kernel's grid", kOp, c.B, c.H_kv));
+    if (c.B * c.H * (c.S + 63) / 64 > std::numeric_limits<int32_t>::max())
+      throw Unsupported(fmt::format("{}: B * H * ceil(S / 64) must stay below 2^31, got B = {}, H = {}, S = {}", kOp, c.B,
+                                    c.H, c.S));
+    if (hopper_)
+      if (const std::string gap = tma_sources_gap(c); !gap.empty()) throw_hopper_gap(kOp, gap);
+    if (c.B == 0 || c.S == 0) return;  // nothing to compute, nothing to write
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(device_.index);
+    const WorkspaceLayout w = workspace_layout(c, cfg_.deterministic);
+    detail::PlanWorkspace::Lease lease = workspace_->acquire(w.total, stream);
+    kernels::AttnBwdParams p = params(c, w, lease.ptr());
+    auto cu_stream = static_cast<CUstream>(stream);
+    if (cfg_.deterministic)
+      drv.check(drv.cuMemsetD32Async(lease.ptr() + w.sem, 0, static_cast<size_t>(c.B * c.H * w.n_q), cu_stream),
+                "gqa_bwd: cuMemsetD32Async(dq_sem)");
+    const int dp = kernels::gqa_bwd_compute_dim(static_cast<int>(D_));
+    void* args[] = {&p};
+    const long long rows = static_cast<long long>(c.B) * c.H * w.s_pad;
+    launch_bwd_kernel(kOp, *k_.prep, bwd_blocks(rows * (dp / 8), 256), 1, 1, 256, 0, cu_stream, args);
+    const unsigned bh = static_cast<unsigned>(c.H_kv), bz = static_cast<unsigned>(c.B);
+    if (hopper_) {
+      kernels::AttnBwdHopperParams hp{};
+      hp.p = p;
+      const int bn = kernels::gqa_bwd_hopper_block_n();
+      for (auto [map, name, t, heads, box] :
+           {std::tuple{&hp.q_map, "q", c.q, c.H, 64}, std::tuple{&hp.do_map, "do", c.dout, c.H, 64},
+            std::tuple{&hp.k_map, "k", c.k, c.H_kv, bn}, std::tuple{&hp.v_map, "v", c.v, c.H_kv, bn}}) {
+        const auto [sh, ss, sb] = bsh_strides(*t);
+        encode_tma_rows(kOp, name, *map, c.dtype, t->data, D_, heads, c.S, c.B, sh, ss, sb, box);
+      }
+      encode_dq_acc_map(kOp, hp.dq_map, p.dq_acc, D_, rows);
+      const kernels::AttnBwdHopperLayout layout{static_cast<int>(D_), bn};
+      void* hargs[] = {&hp};
+      launch_bwd_kernel(kOp, *k_.main, static_cast<unsigned>((c.S + bn - 1) / bn), bh, bz,
+                        static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream, hargs);
+    } else {
+      const int bn = kernels::gqa_bwd_block_n(static_cast<int>(D_));
+      launch_bwd_kernel(kOp, *k_.main, static_cast<unsigned>((c.S + bn - 1) / bn), bh, bz, 256,
+                        kernels::gqa_bwd_smem_bytes(static_cast<int>(D_)), cu_stream, args);
+    }
+    launch_bwd_kernel(kOp, *k_.dq, bwd_blocks(static_cast<long long>(c.B) * c.H * c.S * (D_ / 8), 256), 1, 1, 256, 0,
+                      cu_stream, args);
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {} (+ prep, dq kernels)", kOp, k_.main->compiled->spec.describe());
+  }
+
+ private:
+  kernels::AttnBwdParams params(const GqaBwdCall& c, const WorkspaceLayout& w, CUdeviceptr ws) const {
+    kernels::AttnBwdParams p{};
+    // (batch, head, sequence) strides of a [B, S, heads, D] tensor.
+    auto set3 = [](const TensorRef& t, long long& sb, long long& sh, long long& ss) {
+      sb = t.strides[0];
+      ss = t.strides[1];
+      sh = t.strides[2];
+    };
+    p.q = c.q->data;
+    p.k = c.k->data;
+    p.v = c.v->data;
+    p.o = c.o->data;
+    p.dout = c.dout->data;
+    p.dq = c.dq->data;
+    p.dk = c.dk->data;
+    p.dv = c.dv->data;
+    p.lse = static_cast<const float*>(c.lse->data);
+    set3(*c.q, p.q_sb, p.q_sh, p.q_ss);
+    set3(*c.k, p.k_sb, p.k_sh, p.k_ss);
+    set3(*c.v, p.v_sb, p.v_sh, p.v_ss);
+    set3(*c.o, p.o_sb, p.o_sh, p.o_ss);
+    set3(*c.dout, p.do_sb, p.do_sh, p.do_ss);
+    set3(*c.dq, p.dq_sb, p.dq_sh, p.dq_ss);
+    set3(*c.dk, p.dk_sb, p.dk_sh, p.dk_ss);
+    set3(*c.dv, p.dv_sb, p.dv_sh, p.dv_ss);
+    p.lse_sb = c.lse->strides[0];
+    p.lse_sh = c.lse->strides[1];
+    p.lse_ss = c.lse->strides[2];
+    p.batch = static_cast<int>(c.B);
+    p.h_q = static_cast<int>(c.H);
+    p.h_kv = static_cast<int>(c.H_kv);
+    p.group = static_cast<int>(c.group());
+    p.s_q = static_cast<int>(c.S);
+    p.s_kv = static_cast<int>(c.S);
+    p.n_q = static_cast<int>(w.n_q);
+    const int bn = hopper_ ? kernels::gqa_bwd_hopper_block_n() : kernels::gqa_bwd_block_n(static_cast<int>(D_));
+    p.n_kv = static_cast<int>((c.S + bn - 1) / bn);
+    p.s_pad = static_cast<int>(w.s_pad);
+    p.scale = static_cast<float>(c.scale);
+    p.scale_log2 = static_cast<float>(c.scale * 1.4426950408889634);
+    p.lse2 = reinterpret_cast<float*>(ws + w.lse2);
+    p.delta = reinterpret_cast<float*>(ws + w.delta);
+    p.dq_acc = reinterpret_cast<float*>(ws + w.dq_acc);
+    p.dq_sem = cfg_.deterministic ? reinterpret_cast<int*>(ws + w.sem) : nullptr;
+    return p;
+  }
+
+  GqaBwdConfig cfg_;
+  DType dtype_;
+  int64_t D_;
+  Device device_;
+  Loaded k_;
+  bool hopper_ = false;
+  std::unique_ptr<detail::PlanWorkspace> workspace_;
+};
 
 class GqaBwdOp final : public detail::OpInstance {
  public:
   GqaBwdOp(OpContext& ctx, const nlohmann::json& config)
       : GqaBwdOp(ctx, detail::ConfigReader(kOp, config, gqa_bwd_config_keys())) {}
 
-  // The descriptor checks of a device call run (so a compile-only caller sees the same rejections as
-  // a run), and there is nothing to compile: a kernel plan for the call fails in build_plan.
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    (void)arch;
-    validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
-    return {};
+    const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
+    const bool hopper = use_hopper(backend_, c, arch);
+    if (!hopper) require_portable_arch(kOp, arch);
+    const BwdKernels k = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper);
+    return {k.prep, k.main, k.dq};
   }
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    validate_gqa_bwd_call(cfg_, tensors, placement_for(impl_));
-    return impl_ == detail::Impl::kReference ? "reference" : "kernel";
+    const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
+    // 'auto' picks the backend per call (use_hopper: TMA-able tensors), so the pick is part of the signature.
+    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(backend_, c, ctx_.arch_for_device(c.device.index));
+    return fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, hopper);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    (void)tensors;
-    if (impl_ != detail::Impl::kReference) no_kernel(backend_);
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
-      reference::gqa_backward(cfg, validate_gqa_bwd_call(cfg, t, Placement::kHost));
-    });
+    if (impl_ == detail::Impl::kReference)
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
+        reference::gqa_backward(cfg, validate_gqa_bwd_call(cfg, t, Placement::kHost));
+      });
+    const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
+    const std::string arch = ctx_.arch_for_device(c.device.index);
+    const bool hopper = use_hopper(backend_, c, arch);
+    if (!hopper) require_portable_arch(kOp, arch);
+    const BwdKernels specs = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper);
+    const int dev = c.device.index;
+    KernelPlan::Loaded k;
+    k.prep = ctx_.kernels().loaded(specs.prep, dev);
+    k.main = ctx_.kernels().loaded(specs.main, dev);
+    k.dq = ctx_.kernels().loaded(specs.dq, dev);
+    const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
+                            : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
+    require_dynamic_smem(kOp, *k.main, specs.main, smem);
+    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
   }
 
  private:
@@ -190,8 +442,22 @@ class GqaBwdOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition gqa_bwd_definition() {
-  // No kernels yet: the warm-up compiles nothing for this op.
-  return ops::op_definition<ops::GqaBwdOp>(ops::kOp, [](const std::string&) { return std::vector<jit::KernelSpec>{}; });
+  // NOTE: D = 128 only, causal and not, non-deterministic (the training head dim); other head dims and
+  // the deterministic kernels compile on first use.
+  return ops::op_definition<ops::GqaBwdOp>(ops::kOp, [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    for (DType dt : {DType::kF16, DType::kBF16})
+      for (bool causal : {true, false}) {
+        const ops::BwdKernels k = ops::kernel_specs(dt, 128, causal, false, arch, /*hopper=*/false);
+        if (causal) {
+          specs.push_back(k.prep);
+          specs.push_back(k.dq);
+        }
+        specs.push_back(k.main);
+        if (ops::has_hopper_kernels(arch)) specs.push_back(ops::kernel_specs(dt, 128, causal, false, arch, true).main);
+      }
+    return specs;
+  });
 }
 
 // Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp), after the dense forwards.

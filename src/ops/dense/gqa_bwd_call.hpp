@@ -15,6 +15,7 @@ namespace attnjit::ops {
 struct GqaBwdConfig {
   bool is_causal = true;           // square: key j is visible to query i iff j <= i
   std::optional<double> sm_scale;  // unset: 1/sqrt(D) per call
+  bool deterministic = false;      // kernels: dQ added in a fixed order, so repeated calls return identical bytes
 };
 
 // A validated call: q, o, do, dq [B, S, H, D]; k, v, dk, dv [B, S, H_kv, D]; lse [B, H, S] fp32.
@@ -44,5 +45,10 @@ const std::vector<std::string>& gqa_bwd_config_keys();
 // Validates a call's tensors (placement: host for the reference, device for the kernels). Throws
 // InvalidArgument in SPEC.md §1.11's format; never reads tensor contents.
 GqaBwdCall validate_gqa_bwd_call(const GqaBwdConfig& cfg, const TensorArgs& args, detail::Placement placement);
+
+// Test support (the `attnjit test` runner's "grad" comparison): parses `config` as the op does, validates
+// the host tensors `args` and writes the absolute-value reference (reference::gqa_backward_abs) into
+// their dq, dk, dv.
+void gqa_bwd_reference_abs(const nlohmann::json& config, const TensorArgs& args);
 
 }  // namespace attnjit::ops

@@ -26,9 +26,8 @@ void store_row(const TensorRef& t, int64_t b, int64_t s, int64_t head, const dou
   for (int64_t d = 0; d < t.shape[3]; ++d) numeric::store_from_double(t.data, t.dtype, off + d * t.strides[3], row[d]);
 }
 
-}  // namespace
-
-void gqa_backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) {
+template <bool kAbs>
+void backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) {
   const int64_t S = call.S, D = call.D, g = call.group();
   const TensorRef& lse = *call.lse;
   // Keys, values and their gradient accumulators of one (b, r), S rows of D doubles.
@@ -50,7 +49,7 @@ void gqa_backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) {
           const double l = math::load(lse, b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]);
           const int64_t last = cfg.is_causal ? i : S - 1;  // visible keys: [0, last]
           std::fill(dq.begin(), dq.end(), 0.0);
-          math::backward_row(q.data(), o.data(), dout.data(), l, call.scale, D, dq.data(), [&](auto&& visit) {
+          math::backward_row<kAbs>(q.data(), o.data(), dout.data(), l, call.scale, D, dq.data(), [&](auto&& visit) {
             for (int64_t j = 0; j <= last; ++j) visit(&K[j * D], &V[j * D], &dK[j * D], &dV[j * D]);
           });
           store_row(*call.dq, b, i, h, dq.data());
@@ -61,5 +60,10 @@ void gqa_backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) {
       }
     }
 }
+
+}  // namespace
+
+void gqa_backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) { backward<false>(cfg, call); }
+void gqa_backward_abs(const GqaBwdConfig& cfg, const GqaBwdCall& call) { backward<true>(cfg, call); }
 
 }  // namespace attnjit::ops::reference

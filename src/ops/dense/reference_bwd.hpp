@@ -13,5 +13,8 @@ namespace attnjit::ops::reference {
 //   every query head of kv head r. Every element of dq, dk, dv is written; every tensor is read and
 //   written through its strides.
 void gqa_backward(const GqaBwdConfig& cfg, const GqaBwdCall& call);
+// The same sums over the absolute values of every product (math::backward_row<true>), written into
+// dq, dk, dv: SPEC.md §1.12's ref_abs, the scale of the gradients' errors where they cancel.
+void gqa_backward_abs(const GqaBwdConfig& cfg, const GqaBwdCall& call);
 
 }  // namespace attnjit::ops::reference

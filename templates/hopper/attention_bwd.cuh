@@ -1,0 +1,324 @@
+// The hopper (sm_90a) attention backward main kernel shared by bsa_bwd and gqa_bwd: wgmma with TMA
+// loads. It replaces only the main kernel of the portable launch sequence (templates/common/
+// attention_bwd.cuh): prep (lse2, delta, zeroed dq_acc) and the final dq kernel (and bsa_bwd's routing
+// and scan) are shared with the portable backend; the schedule (RoutedSlots, DenseSlots) says which
+// 64-row query slots meet each key block and whether keys after the query row are hidden (causal).
+//
+// One CTA per (key block, KV head, batch), as the portable kernel. BS / 64 consumer warpgroups own 64
+// keys each; one producer warp loads K and V of the block once, then walks the schedule's query slots
+// (64 query rows of one query head of the group) and loads each slot's Q, dO (TMA, 64-column boxes,
+// 128-byte swizzle; lane 0) and lse2, delta (plain copies, all lanes) into a two-stage ring.
+// Per slot, per consumer warpgroup (M = its 64 keys, N = the slot's 64 query rows):
+//   S^T = K Q^T, dP^T = V dO^T               (SS, both operands K-major)
+//   P^T = exp2(S^T scale log2(e) - lse2)      (0 for hidden keys), dS^T = P^T (dP^T - delta)
+//   dV += P^T dO, dK += dS^T Q                (RS: P^T, dS^T from registers; dO, Q N-major)
+//   dS^T -> shared memory; a barrier over the consumer warpgroups; then per 64-column chunk of D:
+//   dQ_chunk = dS K_chunk                     (SS: dS^T read M-major, K N-major), added to dq_acc: with
+//   128 keys staged in shared memory and added by one TMA reduce-add per 32-column box, with 64 by red.add.
+// At the end dK * scale and dV are stored for every key row < S_kv of the block (zeros when unreached).
+//
+// Registers per consumer thread (D = 128): dK 64 + dV 64 fp32 accumulators across slots, S^T 32 + dP^T
+// 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32 (ptxas: no spills, no wgmma serialisation).
+// Shared memory (D = 128): K, V 2 x BS x 256 B, two ring stages of 32 KB + 1 KB, dS^T BS x 128 B per
+// buffer (two at BS = 128), the dQ staging tile 32 KB (BS = 128): 195 KB at BS = 128, 107 KB at BS = 64
+// (two CTAs per SM, one consumer warpgroup each).
+// dQ accumulates with fp32 atomics: not bitwise deterministic, except under a deterministic schedule,
+// where one thread per CTA waits for the slot's turn before its reduce-add and passes it on after the
+// add completed.
+#pragma once
+#include "common/attention_bwd.cuh"
+#include "hopper/attention_bwd_params.cuh"
+#include "hopper/attention_core.cuh"  // hold_regs, sm90.cuh
+
+namespace attnjit::kernels {
+
+template <typename T, int D, int BS, typename Sched>
+__device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& hp, const Sched& sched) {
+  static_assert(sizeof(T) == 2, "attn_bwd_hopper: 16-bit operands");
+  static_assert(BS == 64 || BS == 128, "attn_bwd_hopper: 64 or 128 keys per CTA");
+  static_assert(D == 64 || D == 128, "attn_bwd_hopper: D is 64 or 128");
+  static_assert(!Sched::kDeterministic || BS == 128, "attn_bwd_hopper: deterministic dQ takes the TMA reduce-add path");
+  constexpr AttnBwdHopperLayout L{D, BS};
+  constexpr int NWG = L.consumer_warpgroups(), kDB = D / 64, S = L.stages();
+  constexpr int kKV = L.kv_bytes(), kRows = L.rows_bytes(), kStage = L.stage_bytes(), kDsB = L.ds_bytes();
+  using Mma = MmaOp<T>;
+  const AttnBwdParams& p = hp.p;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = align_smem_1024(smem_raw);
+  unsigned char* sK = base;
+  unsigned char* sV = base + kKV;
+  unsigned char* sRing = base + 2 * kKV;  // [S][Q 64 x D | dO 64 x D | lse2 64 | delta 64 | pad]
+  unsigned char* sDs = sRing + S * kStage;  // [ds_buffers][BS keys][64 rows] 16-bit, swizzled
+  unsigned char* sDq = sDs + L.ds_buffers() * kDsB;  // [dq_partials][D / 32 boxes][64 rows][128 B] fp32
+  const unsigned bar0 = smem_addr(base + L.bar_offset());
+  const unsigned kv_full = bar0;
+  auto full = [&](int s) { return bar0 + 8u + 8u * s; };
+  auto empty = [&](int s) { return bar0 + 8u * (1 + S) + 8u * s; };
+
+  const int kb = sched.kb, r = sched.r, b = sched.b;
+  const int n_slots = sched.n_slots;
+  const int key0 = kb * BS;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // Slot g of the schedule: query head h and first query row m0 (a slot wholly past S_q reads zero rows
+  // from TMA and lse2 = +inf: P = 0, it adds nothing).
+  auto slot_of = [&](int g, int& h, int& m0) { sched.slot_at(g, h, m0); };
+  auto block_len = [&](int h) -> int { return sched.len(h); };
+
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full(s), 32);  // every producer lane (each after its lse2 / delta store; lane 0 with the bytes)
+      mbar_init(empty(s), 128 * NWG);  // every consumer thread, after its last read of the stage
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp >= 4 * NWG) {
+    setmaxnreg_dec<24>();
+    // The producer warp: lane 0 issues the TMA loads; all 32 lanes copy the slot's lse2 and delta (one
+    // 16-byte chunk each) with plain loads and stores and then arrive on the stage's full barrier, so that
+    // each store is released by its own thread (racecheck follows that, not a __syncwarp before another
+    // lane's arrival).
+    if (warp == 4 * NWG && n_slots > 0) {
+      const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
+      const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
+      const TmaMap* qmap = reinterpret_cast<const TmaMap*>(hp.q_map);
+      const TmaMap* domap = reinterpret_cast<const TmaMap*>(hp.do_map);
+      if (lane == 0) {
+        tma_prefetch_map(qmap);
+        tma_prefetch_map(domap);
+        mbar_arrive_expect_tx(kv_full, 2 * kKV);
+#pragma unroll
+        for (int c = 0; c < kDB; ++c) {
+          tma_load_4d(smem_addr(sK + c * BS * 128), kmap, c * 64, r, key0, b, kv_full);
+          tma_load_4d(smem_addr(sV + c * BS * 128), vmap, c * 64, r, key0, b, kv_full);
+        }
+      }
+      for (int g = 0; g < n_slots; ++g) {
+        int h, m0;
+        slot_of(g, h, m0);
+        const int s = g % S;
+        mbar_wait(empty(s), ((g / S) & 1) ^ 1);
+        unsigned char* st = sRing + s * kStage;
+        const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
+        const float4 x = *reinterpret_cast<const float4*>((lane < 16 ? p.lse2 : p.delta) + row0 + (lane % 16) * 4);
+        *reinterpret_cast<float4*>(st + 2 * kRows + (lane / 16) * 256 + (lane % 16) * 16) = x;
+        if (lane == 0) {
+          mbar_arrive_expect_tx(full(s), 2 * kRows);
+#pragma unroll
+          for (int c = 0; c < kDB; ++c) {
+            tma_load_4d(smem_addr(st + c * 64 * 128), qmap, c * 64, h, m0, b, full(s));
+            tma_load_4d(smem_addr(st + kRows + c * 64 * 128), domap, c * 64, h, m0, b, full(s));
+          }
+        } else {
+          mbar_arrive(full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  // Two CTAs of 256 threads share the register file at block size 64 (128 each at launch).
+  setmaxnreg_inc<NWG == 2 ? 240 : 232>();
+  const int wg = warp / 4, wq = warp % 4, g8 = lane / 4, t4 = lane % 4;
+  const int krow = wg * 64 + wq * 16 + g8;  // this thread's first key row in the block (the second is + 8)
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+
+  if (n_slots > 0) {
+    const unsigned aK = smem_addr(sK), aV = smem_addr(sV);
+    float sc[32], dp[32];
+    // S^T = K_wg Q^T (into sc) or dP^T = V_wg dO^T (into dp), 64 keys x 64 rows, of the slot in stage s:
+    // operand A from K or V (this warpgroup's 64 rows), B from Q or dO, both K-major.
+    auto issue_kt = [&](float(&acc)[32], unsigned a_kv, int s, int which, bool commit) {
+      const unsigned aB = smem_addr(sRing + s * kStage) + which * kRows;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const unsigned koff = (ks / 4) * (BS * 128) + wg * (64 * 128) + (ks % 4) * 32;
+        const unsigned qoff = (ks / 4) * (64 * 128) + (ks % 4) * 32;
+        Wgmma<T, 64>::template ss<0>(acc, wgmma_desc_at(a_kv + koff, 16, 1024), wgmma_desc_at(aB + qoff, 16, 1024),
+                                     ks > 0 ? 1 : 0);
+      }
+      if (commit) wgmma_commit();
+    };
+    mbar_wait(kv_full, 0);
+    for (int g = 0; g < n_slots; ++g) {
+      int h, m0;
+      slot_of(g, h, m0);
+      const int len = block_len(h);
+      const int s = g % S;
+      unsigned char* st = sRing + s * kStage;
+      const unsigned aQ = smem_addr(st), adO = aQ + kRows;
+      const float* lse2 = reinterpret_cast<const float*>(st + 2 * kRows);
+      const float* delta = reinterpret_cast<const float*>(st + 2 * kRows + 256);
+      // Causal: key key0 + k is hidden from query row m0 + c when k - c > m0 - key0 (slots crossing the
+      // diagonal only).
+      const int diag = m0 - key0;
+      const bool causal_edge = Sched::kCausal && BS - 1 > diag;
+      mbar_wait(full(s), (g / S) & 1);
+      issue_kt(sc, aK, s, 0, NWG == 2);  // (one group for both at block size 64: see below)
+      issue_kt(dp, aV, s, 1, true);
+
+      // P^T (as A fragments: m16n8k16 layout per warp, regs 0 / 1 rows g / g + 8 at query columns 2t,
+      // regs 2 / 3 the same at 2t + 8 of each 16-column step) and dS^T (also stored to shared memory for
+      // dQ: row (key) kr, query columns 2t, 2t + 1 of the swizzled row's 16-byte chunk nt).
+      unsigned pa[4][4], da[4][4];
+      unsigned char* ds = sDs + (L.ds_buffers() == 2 ? (g & 1) * kDsB : 0);
+      auto make_p = [&](int nt) {  // sc[nt] -> P^T (fp32, in place) and its fragment
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2 + nt * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float pv = fast_exp2(fmaf(sc[nt * 4 + e], p.scale_log2, -((e & 1) ? l2.y : l2.x)));
+          if (krow + (e >> 1) * 8 >= len) pv = 0.f;
+          if constexpr (Sched::kCausal) {
+            if (causal_edge && krow + (e >> 1) * 8 - (nt * 8 + 2 * t4 + (e & 1)) > diag) pv = 0.f;
+          }
+          sc[nt * 4 + e] = pv;
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) pa[nt / 2][(nt % 2) * 2 + hf] = Mma::pack(sc[nt * 4 + 2 * hf], sc[nt * 4 + 2 * hf + 1]);
+      };
+      auto make_ds = [&](int nt) {  // P^T (dP^T - delta) -> fragment and shared memory
+        const float2 dl = *reinterpret_cast<const float2*>(delta + nt * 8 + 2 * t4);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const unsigned dsv = Mma::pack(sc[nt * 4 + 2 * hf] * (dp[nt * 4 + 2 * hf] - dl.x),
+                                         sc[nt * 4 + 2 * hf + 1] * (dp[nt * 4 + 2 * hf + 1] - dl.y));
+          da[nt / 2][(nt % 2) * 2 + hf] = dsv;
+          *reinterpret_cast<unsigned*>(ds + swizzle128(krow + hf * 8, nt) + t4 * 4) = dsv;
+        }
+      };
+      if constexpr (NWG == 2) {  // P^T while dP^T runs
+        wgmma_wait<1>();
+        fence_regs(sc);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) make_p(nt);
+        wgmma_wait<0>();
+        fence_regs(dp);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) make_ds(nt);
+      } else {
+        // NOTE: block size 64 (232 registers, two CTAs per SM) keeps one pass: P^T in fp32 beside a dP^T
+        // in flight serialised its wgmmas (C7512, insufficient registers).
+        wgmma_wait<0>();
+        fence_regs(sc);
+        fence_regs(dp);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          make_p(nt);
+          make_ds(nt);
+        }
+      }
+
+      // dV += P^T dO, dK += dS^T Q (dO and Q N-major: 64-column blocks 64 x 128 bytes apart).
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) Wgmma<T, D>::template rs<1>(dv, pa[kk], wgmma_desc_at(adO + kk * 2048, 64 * 128, 1024));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) Wgmma<T, D>::template rs<1>(dk, da[kk], wgmma_desc_at(aQ + kk * 2048, 64 * 128, 1024));
+      wgmma_commit();
+
+      // dS^T of all BS keys is in shared memory (and visible to the tensor cores) past this barrier, and
+      // the previous slot's dQ reduce-add has finished reading the staging tile.
+      fence_proxy_async();
+      if (L.dq_tma() && threadIdx.x == 0) bulk_wait_read<0>();
+      named_barrier(1, NWG * 128);
+
+      // dQ[64 rows, chunk] += dS[:, keys] K[keys, chunk]: dS^T read M-major (8-key groups 1024 bytes
+      // apart, 16 keys per step), K N-major. Two warpgroups split D = 128 into a 64-column chunk each, or
+      // (D = 64) the keys into a half each; one warpgroup takes every chunk over all keys. Every
+      // warpgroup runs the same code (a warpgroup-dependent branch around wgmma serialises it).
+      constexpr int kChunks = kDB >= NWG ? kDB / NWG : 1;
+      constexpr int kKeySteps = kDB >= NWG ? BS / 16 : BS / 16 / NWG;
+      const int c0 = kDB >= NWG ? wg * kChunks : 0;
+      const int kk0 = kDB >= NWG ? 0 : wg * kKeySteps;
+      const unsigned aDs = smem_addr(ds);
+      float* acc = p.dq_acc + ((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0 + wq * 16 + g8) * D + 2 * t4;
+#pragma unroll
+      for (int ci = 0; ci < kChunks; ++ci) {
+        float dq[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kKeySteps; ++kk)
+          Wgmma<T, 64>::template ss<1, 1>(dq, wgmma_desc_at(aDs + (kk0 + kk) * 2048, BS * 128, 1024),
+                                          wgmma_desc_at(aK + (c0 + ci) * (BS * 128) + (kk0 + kk) * 2048, BS * 128, 1024),
+                                          kk > 0 ? 1 : 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(dq);
+        if constexpr (L.dq_tma()) {
+          // Row r, columns col, col + 1 (col = chunk * 64 + nt * 8 + 2t) of this warpgroup's partial: box
+          // col / 32, 16-byte chunk (col % 32) / 4 of the box's swizzled 128-byte row, word (col % 4).
+          unsigned char* part = sDq + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int row = wq * 16 + g8 + hf * 8, col = (c0 + ci) * 64 + nt * 8 + 2 * t4;
+              *reinterpret_cast<float2*>(part + (col / 32) * (64 * 128) + swizzle128(row, (col % 32) / 4) + (col % 4) * 4) =
+                  make_float2(dq[nt * 4 + 2 * hf], dq[nt * 4 + 2 * hf + 1]);
+            }
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            red_add_f32x2(acc + (c0 + ci) * 64 + nt * 8, dq[nt * 4], dq[nt * 4 + 1]);
+            red_add_f32x2(acc + 8 * D + (c0 + ci) * 64 + nt * 8, dq[nt * 4 + 2], dq[nt * 4 + 3]);
+          }
+        }
+      }
+      if constexpr (L.dq_tma()) {
+        // The whole slot's dQ (every partial) is staged: one thread adds each 32-column box to dq_acc.
+        fence_proxy_async();
+        named_barrier(1, NWG * 128);
+        if (threadIdx.x == 0) {
+          if constexpr (Sched::kDeterministic) {
+            // This slot's dQ adds wait for the key blocks before this one, in key-block order.
+            attn_bwd_wait_turn(sched.sem(h, m0), kb);
+            fence_proxy_async_global();
+          }
+          const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);
+          const int grow = static_cast<int>((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0);
+#pragma unroll
+          for (int pi = 0; pi < L.dq_partials(); ++pi)
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, smem_addr(sDq + pi * (64 * D * 4) + j * (64 * 128)));
+          bulk_commit();
+          if constexpr (Sched::kDeterministic) {
+            // The slot's adds are done (not only read) before the next key block's turn.
+            bulk_wait<0>();
+            fence_proxy_async_global();
+            attn_bwd_pass_turn(sched.sem(h, m0));
+          }
+        }
+      }
+      fence_regs(dv);
+      fence_regs(dk);
+      hold_regs(pa);
+      hold_regs(da);
+      // Each thread releases its own reads of the stage (racecheck does not follow a __syncwarp before
+      // another lane's arrival).
+      mbar_arrive(empty(s));
+    }
+    if (L.dq_tma() && threadIdx.x == 0) bulk_wait<0>();  // the last reduce-add is done (and its tile read)
+  }
+
+  // dK = scale * sum dS^T q, dV = sum P^T do for this thread's key rows < S_kv (zeros when unselected).
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int j = key0 + krow + hf * 8;
+    if (j >= p.s_kv) continue;
+    T* dk_row = static_cast<T*>(p.dk) + b * p.dk_sb + r * p.dk_sh + static_cast<long long>(j) * p.dk_ss + 2 * t4;
+    T* dv_row = static_cast<T*>(p.dv) + b * p.dv_sb + r * p.dv_sh + static_cast<long long>(j) * p.dv_ss + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<unsigned*>(dk_row + dt * 8) = Mma::pack(dk[dt * 4 + 2 * hf] * p.scale, dk[dt * 4 + 2 * hf + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dv_row + dt * 8) = Mma::pack(dv[dt * 4 + 2 * hf], dv[dt * 4 + 2 * hf + 1]);
+    }
+  }
+}
+
+}  // namespace attnjit::kernels
