@@ -1,5 +1,5 @@
-"""The dense family's suite of tools/bench/bench_torch.py: gqa (gqa_fwd and gqa_varlen_fwd vs SDPA FLASH /
-CUDNN and flex_attention).
+"""The dense family's suites of tools/bench/bench_torch.py: gqa (gqa_fwd and gqa_varlen_fwd vs SDPA FLASH /
+CUDNN and flex_attention) and gqa_bwd (gqa_bwd vs the SDPA FLASH / CUDNN backward through autograd).
 """
 from __future__ import annotations
 
@@ -269,3 +269,247 @@ def run_gqa_case(rt, c, args):
              "attnjit varlen_fwd": 4}
     case_rows.sort(key=lambda r: order.get(r["impl"], 10))
     add_with_ratio(case_rows, peer_ms, add_row)
+
+
+# ----------------------------------------------------------------------------------------------------
+# gqa_bwd suite: dense GQA backward vs the SDPA FLASH (FA2, the named peer) and CUDNN backward
+
+def gqa_bwd_cases(quick):
+    """The gqa suite's shapes without windows or softcap (gqa_bwd has neither): D 128 at B x S = 16384 for
+    S 1024, 4096, 16384; D 64 (B 4, S 4096, H 32/8); D 256 (B 4, S 4096, H 16/4); causal and not. --quick:
+    D 128 S 4096, causal and not."""
+    return [c for c in gqa_cases(quick) if c["wl"] < 0 and not c["softcap"]]
+
+
+def gqa_bwd_name(c):
+    return "bwd " + case_name(c)
+
+
+def torch_o_lse(q, k, v, causal, scale):
+    """o (dtype of q) and lse (fp32, natural log) of the forward in fp32 torch math, chunked over queries:
+    the fallback when attnjit's gqa_fwd cannot serve the call."""
+    B, S, H, D = q.shape
+    H_kv = k.shape[2]
+    g = H // H_kv
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, S, dtype=torch.float32, device=q.device)
+    chunk = max(1, min(S, (1 << 28) // (H * S)))  # <= 1 GiB of fp32 scores
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        j = torch.arange(S, device=q.device)[None, :]
+        for b in range(B):
+            kf = k[b].float().transpose(0, 1).repeat_interleave(g, 0)  # [H, S, D]
+            vf = v[b].float().transpose(0, 1).repeat_interleave(g, 0)
+            for c0 in range(0, S, chunk):
+                c1 = min(S, c0 + chunk)
+                s = torch.matmul(q[b, c0:c1].float().transpose(0, 1), kf.transpose(1, 2)).mul_(scale)
+                if causal:
+                    i = torch.arange(c0, c1, device=q.device)[:, None]
+                    s.masked_fill_(j > i, float("-inf"))
+                lse[b, :, c0:c1] = torch.logsumexp(s, dim=-1)
+                o[b, c0:c1] = torch.matmul(torch.softmax(s, dim=-1), vf).transpose(0, 1).to(q.dtype)
+                del s
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    return o, lse
+
+
+def max_rel_l2(ours, ref):
+    """The largest rel L2 of (dq, dk, dv) against the reference gradients (BSHD-shaped, any strides)."""
+    return max(rel_l2(a, b) for a, b in zip(ours, ref))
+
+
+def run_gqa_bwd_case(rt, c, args):
+    """bf16 BSHD GQA backward. q, k, v, do random (seed fixed); o and lse from attnjit's gqa_fwd (torch fp32
+    math when it cannot serve the call). Rows: attnjit gqa_bwd (backend auto), portable, deterministic
+    (auto + deterministic, with a bitwise-repeatability check), each --ab-lib build; SDPA FLASH (FA2) and
+    CUDNN backward through autograd on BHSD transposed views, the forward run once untimed and
+    torch.autograd.grad(out, (q, k, v), do, retain_graph=True) timed alone. err_peer: the largest rel L2
+    of dq, dk, dv against FA2's gradients (cuDNN's when FLASH fails). FLOPs: 2.5 x 4 B H D x visible pairs
+    (FlashAttention's backward count; causal counts S (S + 1) / 2 pairs)."""
+    torch.manual_seed(4321)
+    B, S, H, H_kv, D = c["B"], c["S"], c["H"], c["H_kv"], c["D"]
+    causal = c["causal"]
+    g = H // H_kv
+    scale = 1.0 / math.sqrt(D)
+    dev, dt = "cuda", torch.bfloat16
+    q = torch.randn(B, S, H, D, dtype=dt, device=dev)
+    k = torch.randn(B, S, H_kv, D, dtype=dt, device=dev)
+    v = torch.randn(B, S, H_kv, D, dtype=dt, device=dev)
+    do = torch.randn(B, S, H, D, dtype=dt, device=dev)
+    name = gqa_bwd_name(c)
+    pairs = visible_pairs(S, S, causal)
+    flops = 2.5 * 4.0 * B * H * D * pairs
+    params = dict(B=B, S=S, H=H, H_kv=H_kv, D=D, causal=causal, flops=flops, visible_pairs_per_bh=pairs)
+    config = {"is_causal": causal}
+    case_rows = []
+
+    def row(impl, t=None, note="", error=None, extra=None):
+        r = result_row("gqa_bwd", name, impl, params, "FA2", t, note, error, extra, rate=tflops_rate(flops))
+        case_rows.append(r)
+        return r
+
+    # ---- The forward's o and lse.
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, S, dtype=torch.float32, device=dev)
+    o_note = "o, lse from attnjit gqa_fwd"
+    try:
+        if rt is None:
+            raise RuntimeError(args.rt_error)
+        rt.run("gqa_fwd", config, {"q": q, "k": k, "v": v, "o": o, "lse": lse})
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        o_note = f"o, lse from torch fp32 math (gqa_fwd unavailable: {type(e).__name__})"
+        o, lse = torch_o_lse(q, k, v, causal, scale)
+        torch.cuda.synchronize()
+
+    # ---- torch SDPA backward: FLASH (FA2, the peer) and CUDNN, on BHSD transposed views of the BSHD tensors.
+    peer_grads = {}  # impl -> (dq, dk, dv) as BSHD-shaped views
+    do_t = do.transpose(1, 2)
+    if sdpa_kernel is None:
+        row("sdpa FLASH (FA2) bwd", error="torch.nn.attention.sdpa_kernel not available")
+    else:
+        for impl, backend in (("sdpa FLASH (FA2) bwd", SDPBackend.FLASH_ATTENTION),
+                              ("sdpa CUDNN bwd", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                with sdpa_kernel(backend):
+                    qq = q.transpose(1, 2).detach().requires_grad_(True)
+                    note = "enable_gqa=True"
+                    try:
+                        kk = k.transpose(1, 2).detach().requires_grad_(True)
+                        vv = v.transpose(1, 2).detach().requires_grad_(True)
+                        out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=causal, enable_gqa=True)
+                        grads = torch.autograd.grad(out, (qq, kk, vv), do_t, retain_graph=True)
+                        torch.cuda.synchronize()
+                        rep = False
+                    except Exception as e1:  # noqa: BLE001 -- GQA refused: K/V repeated to H heads
+                        out = grads = None
+                        kk = k.transpose(1, 2).repeat_interleave(g, dim=1).detach().requires_grad_(True)
+                        vv = v.transpose(1, 2).repeat_interleave(g, dim=1).detach().requires_grad_(True)
+                        out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
+                        grads = torch.autograd.grad(out, (qq, kk, vv), do_t, retain_graph=True)
+                        torch.cuda.synchronize()
+                        rep = True
+                        note = (f"k/v repeat_interleave'd to H heads once, untimed; dk, dv summed over each group "
+                                f"after timing (enable_gqa failed: {type(e1).__name__}: {str(e1)[:80]})")
+
+                    def fn(out=out, qq=qq, kk=kk, vv=vv):
+                        return torch.autograd.grad(out, (qq, kk, vv), do_t, retain_graph=True)
+
+                    t = bench(fn, args.min_reps)
+                dq_p, dk_p, dv_p = grads
+                if rep:  # [B, H, S, D] -> the group sums [B, H_kv, S, D], in fp32
+                    dk_p = dk_p.float().reshape(B, H_kv, g, S, D).sum(2)
+                    dv_p = dv_p.float().reshape(B, H_kv, g, S, D).sum(2)
+                peer_grads[impl] = (dq_p.transpose(1, 2), dk_p.transpose(1, 2), dv_p.transpose(1, 2))
+                note += "; forward once outside the timed region, autograd.grad(retain_graph=True) timed"
+                extra = {}
+                if impl != "sdpa FLASH (FA2) bwd" and "sdpa FLASH (FA2) bwd" in peer_grads:
+                    extra["err_peer"] = max_rel_l2(peer_grads[impl], peer_grads["sdpa FLASH (FA2) bwd"])
+                row(impl, t, note, extra=extra)
+                del out, grads, fn
+            except Exception as e:  # noqa: BLE001
+                row(impl, error=f"{type(e).__name__}: {e}")
+    ref_grads = peer_grads.get("sdpa FLASH (FA2) bwd", peer_grads.get("sdpa CUDNN bwd"))
+    ref_note = "" if ref_grads is None else ("err_peer vs FA2's gradients" if "sdpa FLASH (FA2) bwd" in peer_grads
+                                             else "err_peer vs cuDNN's gradients (FLASH failed)")
+
+    # ---- attnjit gqa_bwd: plan once, time the bound plan_execute.
+    def grads_like():
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def bwd_tensors(dq, dk, dv):
+        return {"q": q, "k": k, "v": v, "o": o, "do": do, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+    def checked(ours, versus, vnote):
+        extra = {"config": None}
+        extra["nan_count"] = int(sum(torch.isnan(x).sum().item() for x in ours))
+        if versus is not None:
+            extra["err_peer"] = max_rel_l2(ours, versus)
+            extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL and not extra["nan_count"] else "WRONG"
+        return extra, vnote
+
+    ours = None
+    if rt is None:
+        row("attnjit gqa_bwd", error=args.rt_error)
+    else:
+        for impl, cfg in (("attnjit gqa_bwd", config),
+                          ("attnjit gqa_bwd portable", dict(config, backend="portable")),
+                          ("attnjit gqa_bwd deterministic", dict(config, deterministic=True))):
+            try:
+                grads = grads_like()
+                tensors = bwd_tensors(*grads)
+                t0 = time.perf_counter()
+                plan = rt.plan("gqa_bwd", cfg, tensors)
+                plan_s = time.perf_counter() - t0
+                call = plan.bind(tensors)
+                for x in grads:
+                    x.fill_(float("nan"))  # poison: an unwritten element shows as NaN
+                call()
+                torch.cuda.synchronize()
+                extra, note = checked(grads, ref_grads, ref_note)
+                extra["config"] = cfg
+                extra["plan_create_s"] = plan_s
+                note = f"{o_note}; plan_create {plan_s * 1e3:.0f} ms (incl. JIT)" + (f"; {note}" if note else "")
+                if impl == "attnjit gqa_bwd deterministic":
+                    # Two calls into separate buffers must give identical bytes, and the timed repetitions
+                    # (into the first set) must keep giving them.
+                    second = grads_like()
+                    for x in second:
+                        x.fill_(float("nan"))
+                    plan.bind(bwd_tensors(*second))()
+                    torch.cuda.synchronize()
+                    same = all(torch.equal(a, b) for a, b in zip(grads, second))
+                    t = bench(call, args.min_reps)
+                    torch.cuda.synchronize()
+                    same_after = all(torch.equal(a, b) for a, b in zip(grads, second))
+                    extra["bitwise_repeatable"] = same
+                    extra["bitwise_repeatable_after_timing"] = same_after
+                    note += (f"; two calls bitwise identical: {'yes' if same else 'NO'}, still after "
+                             f"{t['reps']} timed calls: {'yes' if same_after else 'NO'}")
+                    if not (same and same_after):
+                        extra["check"] = "WRONG"
+                    del second
+                else:
+                    t = bench(call, args.min_reps)
+                if impl == "attnjit gqa_bwd":
+                    ours = tuple(x.clone() for x in grads)
+                row(impl, t, note, extra=extra)
+                plan.close()
+                del grads, tensors
+            except Exception as e:  # noqa: BLE001
+                row(impl, error=f"{type(e).__name__}: {e}")
+        # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process.
+        for ab_name, ab_rt in getattr(args, "ab_rts", []):
+            try:
+                grads = grads_like()
+                tensors = bwd_tensors(*grads)
+                plan = ab_rt.plan("gqa_bwd", config, tensors)
+                call = plan.bind(tensors)
+                for x in grads:
+                    x.fill_(float("nan"))
+                call()
+                torch.cuda.synchronize()
+                extra, note = checked(grads, ours, "err_peer vs the --lib plan's gradients")
+                extra["config"] = config
+                t = bench(call, args.min_reps)
+                row(f"attnjit gqa_bwd [{ab_name}]", t, note, extra=extra)
+                plan.close()
+                del grads, tensors
+            except Exception as e:  # noqa: BLE001
+                row(f"attnjit gqa_bwd [{ab_name}]", error=f"{type(e).__name__}: {e}")
+
+    # Ratios: against FA2 (the ratio column) and against cuDNN (ratio_cudnn, also at the head of the note).
+    def peer_ms(impl):
+        r = next((r for r in case_rows if r["impl"] == impl and r.get("ms") and not r.get("error")), None)
+        return r["ms"] if r is not None else None
+
+    fa2_ms, cudnn_ms = peer_ms("sdpa FLASH (FA2) bwd"), peer_ms("sdpa CUDNN bwd")
+    for r in case_rows:
+        if cudnn_ms and r.get("ms") and not r.get("error") and r["impl"] != "sdpa CUDNN bwd":
+            r["ratio_cudnn"] = cudnn_ms / r["ms"]
+            r["note"] = f"{r['ratio_cudnn']:.2f}x cuDNN; " + r["note"]
+    # Print order: ours first, then peers.
+    case_rows.sort(key=lambda r: 0 if r["impl"].startswith("attnjit") else 1)
+    add_with_ratio(case_rows, fa2_ms, add_row)

@@ -3,8 +3,8 @@
 
 Run on the GPU host (H200; PyTorch with CUDA, Triton, cuDNN):
 
-    python3 tools/bench/bench_torch.py --lib build/libattnjit.so [--suite gqa|paged_kv_write|lightning_indexer|all] \
-        [--json out.json] [--quick]
+    python3 tools/bench/bench_torch.py --lib build/libattnjit.so \
+        [--suite gqa|gqa_bwd|paged_kv_write|lightning_indexer|all] [--json out.json] [--quick]
 
 Suites
   gqa             gqa_fwd (bf16, BSHD, GQA) vs torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2,
@@ -24,6 +24,15 @@ Suites
                   bf16 and e4m3 inputs, TileOPs-style document-causal windows and a dense row) vs the torch bf16
                   einsum composition, GB/s of the logits write; topk_select (S=8192 rows, S_kv 8192 / 32768,
                   topk 2048) vs torch.topk on the same scores.
+  gqa_bwd         gqa_bwd (bf16, BSHD, GQA; the gqa suite's shapes without windows or softcap: D 128 at
+                  B x S = 16384 for S 1024 / 4096 / 16384, D 64 and D 256 at S 4096, causal and not) on
+                  backend auto, portable, and auto with deterministic (two calls checked for identical
+                  bytes, also after the timed calls), vs the SDPA FLASH_ATTENTION (FA2, the named peer) and
+                  CUDNN_ATTENTION backward through autograd (BHSD transposed views, enable_gqa=True, K/V
+                  repeated to H heads and dk/dv group-summed only if a backend refuses it; the forward run
+                  once untimed, autograd.grad(retain_graph=True) timed alone); o and lse from gqa_fwd.
+                  Ours checked against FA2's gradients (max rel L2 of dq, dk, dv < 2e-2, else WRONG);
+                  ratio vs FA2, ratio_cudnn vs cuDNN. TFLOP/s = 2.5 x 4 B H D x visible pairs.
   bsa_bwd         bsa_bwd (bf16 BHSD MHA, B=1 H=32 S=16384 D=128; 16 of 128 key blocks of 128, 32 of 256 of
                   64 per query block) vs FlexAttention's backward (autograd through torch.compile'd
                   flex_attention on the same BlockMask of full blocks, timed alone); o and lse from bsa_fwd;
@@ -58,7 +67,7 @@ sliding windows (SPEC.md §1.6 visibility, bottom-right aligned). GB/s = (bytes 
 Ceilings measured on the host: bf16 dense GEMM 801 TFLOP/s, device-to-device copy 4276 GB/s.
 
 Modules (tools/bench/): bench_common.py (timing, checks, rows), one per family with its suites:
-bench_dense.py (gqa), bench_paged.py (decode, prefill_append), bench_kv_cache.py (paged_kv_write),
+bench_dense.py (gqa, gqa_bwd), bench_paged.py (decode, prefill_append), bench_kv_cache.py (paged_kv_write),
 bench_indexer.py (lightning_indexer), bench_torch_fp8_indexer.py (fp8_lightning_indexer, topk_select),
 bench_bsa.py (bsa, bsa_bwd); attnjit_ctypes.py is the binding they call.
 """
@@ -77,7 +86,8 @@ import bench_common  # noqa: E402
 from bench_common import (COPY_CEILING_GBS, GEMM_CEILING_TFLOPS, ROWS, add_row, bench, print_table,  # noqa: E402
                           run_case, triton_do_bench)
 from bench_bsa import bsa_cases, run_bsa_bwd_case, run_bsa_case  # noqa: E402
-from bench_dense import case_name, gqa_cases, run_gqa_case  # noqa: E402
+from bench_dense import (case_name, gqa_bwd_cases, gqa_bwd_name, gqa_cases, run_gqa_bwd_case,  # noqa: E402
+                         run_gqa_case)
 from bench_indexer import run_lightning_indexer  # noqa: E402
 from bench_kv_cache import run_paged_kv_write  # noqa: E402
 from bench_paged import (decode_cases, decode_name, prefill_append_cases, prefill_append_name,  # noqa: E402
@@ -89,11 +99,12 @@ import torch  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=None, help="libattnjit.so (default: $ATTNJIT_LIB, then <repo>/build)")
-    ap.add_argument("--suite", choices=("gqa", "paged_kv_write", "lightning_indexer", "bsa", "bsa_bwd", "decode",
-                                        "prefill_append", "fp8_lightning_indexer", "topk_select", "all"),
+    ap.add_argument("--suite", choices=("gqa", "gqa_bwd", "paged_kv_write", "lightning_indexer", "bsa", "bsa_bwd",
+                                        "decode", "prefill_append", "fp8_lightning_indexer", "topk_select", "all"),
                     default="all")
     ap.add_argument("--json", default=None, help="write every result (and the environment) here")
-    ap.add_argument("--quick", action="store_true", help="a reduced set: D=128 S=4096 causal/full/window/softcap")
+    ap.add_argument("--quick", action="store_true",
+                    help="a reduced set: D=128 S=4096 causal/full/window/softcap (gqa_bwd: causal/full)")
     ap.add_argument("--options", default=None, help="attnjit RuntimeOptions as JSON, e.g. '{\"log_level\":\"warn\"}'")
     ap.add_argument("--min-reps", type=int, default=20, help="at least this many timed repetitions (default 20)")
     ap.add_argument("--l2", choices=("flush", "stream"), default="flush",
@@ -101,7 +112,7 @@ def main():
     ap.add_argument("--no-ref", action="store_true", help="skip the fp32 reference (errors vs peer only)")
     ap.add_argument("--no-varlen", action="store_true", help="skip the gqa_varlen_fwd rows")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
-                    help="another libattnjit.so timed beside --lib on the same tensors (bsa_bwd, lightning_indexer); repeatable")
+                    help="another libattnjit.so timed beside --lib on the same tensors (gqa_bwd, bsa_bwd, lightning_indexer); repeatable")
     args = ap.parse_args()
     bench_common.L2_MODE = args.l2  # read by bench_common.bench
 
@@ -149,6 +160,9 @@ def main():
         if args.suite in ("gqa", "all"):
             for c in gqa_cases(args.quick):
                 run_case("gqa", case_name(c), case_name(c), lambda: run_gqa_case(rt, c, args))
+        if args.suite in ("gqa_bwd", "all"):
+            for c in gqa_bwd_cases(args.quick):
+                run_case("gqa_bwd", gqa_bwd_name(c), gqa_bwd_name(c), lambda: run_gqa_bwd_case(rt, c, args))
         if args.suite in ("paged_kv_write", "all"):
             for cache in ("bf16", "e4m3"):
                 run_case("paged_kv_write", f"bf16 -> {cache}", f"paged_kv_write bf16->{cache}",

@@ -29,7 +29,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
-  std::vector<std::string> suites;  // runtime, paged_kv_write, gqa; empty = all
+  std::vector<std::string> suites;  // runtime, paged_kv_write, gqa, gqa_bwd, ...; empty = all
   std::string json_out;
   int reps = 20;
   double gib = 1.0;
@@ -357,6 +357,74 @@ void bsa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nloh
   }
 }
 
+// gqa_bwd on the gqa suite's D 128 shapes: bf16 BSHD, H 32 / H_kv 8, B x S = 16384 for S 1024, 4096
+// and 16384, causal and not; backend auto, portable, and auto with deterministic. o and lse come from
+// gqa_fwd when this build serves the call (else o random and lse = 10, which only changes the values,
+// not the work). TFLOP/s counted as FlashAttention does: 2.5 x the forward's 4 B H D x visible pairs.
+void gqa_bwd_bench(std::vector<Row>& rows, Runtime& rt, const BenchArgs& a, nlohmann::json& out) {
+  struct Shape {
+    int64_t B, S, H, H_kv, D;
+  };
+  const Shape shapes[] = {{16, 1024, 32, 8, 128}, {4, 4096, 32, 8, 128}, {1, 16384, 32, 8, 128}};
+  const Device dev{DeviceKind::kCUDA, 0};
+  for (const auto& sh : shapes) {
+    const size_t q_bytes = static_cast<size_t>(sh.B * sh.S * sh.H * sh.D * 2);
+    const size_t kv_bytes = static_cast<size_t>(sh.B * sh.S * sh.H_kv * sh.D * 2);
+    DeviceBuffer q(q_bytes), k(kv_bytes), v(kv_bytes), o(q_bytes), dout(q_bytes), dq(q_bytes), dk(kv_bytes),
+        dv(kv_bytes);
+    DeviceBuffer lse(static_cast<size_t>(sh.B * sh.H * sh.S * 4));
+    std::mt19937_64 rng(17);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    const std::vector<uint8_t> pattern = bf16_pattern(std::min<size_t>(q_bytes, 32ull << 20), rng, nd);
+    for (DeviceBuffer* b : {&q, &k, &v, &o, &dout}) KvWriteProblem::fill(*b, pattern);
+    const std::vector<int64_t> qs = {sh.B, sh.S, sh.H, sh.D}, kvs = {sh.B, sh.S, sh.H_kv, sh.D};
+    TensorArgs args;
+    args.set("q", TensorRef::contiguous(q.data(), DType::kBF16, qs, dev));
+    args.set("k", TensorRef::contiguous(k.data(), DType::kBF16, kvs, dev));
+    args.set("v", TensorRef::contiguous(v.data(), DType::kBF16, kvs, dev));
+    args.set("o", TensorRef::contiguous(o.data(), DType::kBF16, qs, dev));
+    args.set("lse", TensorRef::contiguous(lse.data(), DType::kF32, {sh.B, sh.H, sh.S}, dev));
+    for (bool causal : {true, false}) {
+      std::string o_note = "o, lse from gqa_fwd";
+      try {
+        rt.op("gqa_fwd", {{"is_causal", causal}}).run(args, nullptr);
+      } catch (const Error& e) {
+        o_note = "o random, lse = 10 (gqa_fwd unavailable)";
+        KvWriteProblem::fill(o, pattern);
+        std::vector<float> lse_host(static_cast<size_t>(sh.B * sh.H * sh.S), 10.f);
+        upload(lse, lse_host);
+      }
+      TensorArgs bargs = args;
+      bargs.set("do", TensorRef::contiguous(dout.data(), DType::kBF16, qs, dev));
+      bargs.set("dq", TensorRef::contiguous(dq.data(), DType::kBF16, qs, dev));
+      bargs.set("dk", TensorRef::contiguous(dk.data(), DType::kBF16, kvs, dev));
+      bargs.set("dv", TensorRef::contiguous(dv.data(), DType::kBF16, kvs, dev));
+      const double pairs = causal ? sh.S * (sh.S + 1) / 2.0 : double(sh.S) * sh.S;
+      const double flops = 2.5 * 4.0 * sh.B * sh.H * pairs * sh.D;
+      for (const char* variant : {"auto", "portable", "deterministic"}) {
+        const std::string what = fmt::format("gqa_bwd bf16 B{} S{} H{}/{} D{} {} {}", sh.B, sh.S, sh.H, sh.H_kv,
+                                             sh.D, causal ? "causal" : "full", variant);
+        Config cfg = {{"is_causal", causal}};
+        if (std::string(variant) == "portable") cfg.set("backend", std::string("portable"));
+        if (std::string(variant) == "deterministic") cfg.set("deterministic", true);
+        Plan plan;
+        try {
+          plan = rt.op("gqa_bwd", cfg).plan(bargs);
+        } catch (const Error& e) {
+          rows.push_back({what, "error", e.what()});
+          continue;
+        }
+        const double ms = time_ms(3, a.reps, [&] { plan.execute(bargs, nullptr); });
+        const double tflops = flops / (ms * 1e-3) / 1e12;
+        rows.push_back({what, fmt::format("{:.1f} TF/s", tflops),
+                        fmt::format("{:.3f} ms, {}; {}", ms, o_note,
+                                    plan.describe().substr(plan.describe().find(": ") + 2))});
+        out["gqa_bwd"][what] = tflops;
+      }
+    }
+  }
+}
+
 // lightning_indexer on the shapes: bf16, B = 1, H = 64, D = 128, topk = 2048, T = S, causal
 // (and one full shape; topk 512 and 16 at 32k show what the selection costs). TFLOP/s of the score MMAs (2 T S H D, halved for causal) and the fraction of the
 // 801 TFLOP/s bf16 dense ceiling (GPU.md).
@@ -503,6 +571,7 @@ int run_bench(const BenchArgs& a) {
     if (wants(a, "paged_kv_write")) kv_write_bandwidth(rows, rt, a, out);
     if (wants(a, "gqa")) gqa_bench(rows, rt, a, out);
     if (wants(a, "lightning_indexer")) lightning_indexer_bench(rows, rt, a, out);
+    if (wants(a, "gqa_bwd")) gqa_bwd_bench(rows, rt, a, out);
     if (wants(a, "bsa_bwd")) bsa_bwd_bench(rows, rt, a, out);
     if (wants(a, "bsa")) bsa_bench(rows, rt, a, out);
     if (wants(a, "fp8_lightning_indexer") || wants(a, "topk_select")) {
@@ -541,8 +610,8 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure compile/load/plan/execute costs and op bandwidth (GPU figures need a GPU)");
-  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa, bsa, bsa_bwd, lightning_indexer, fp8_lightning_indexer, topk_select (repeatable; default: all)")
-      ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa", "bsa", "bsa_bwd", "lightning_indexer",
+  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer, fp8_lightning_indexer, topk_select (repeatable; default: all)")
+      ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa", "gqa_bwd", "bsa", "bsa_bwd", "lightning_indexer",
                                  "fp8_lightning_indexer", "topk_select"}));
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
