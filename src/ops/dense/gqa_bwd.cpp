@@ -281,6 +281,9 @@ class KernelPlan final : public detail::PlanImpl {
                                         device_name(device_), dtype_name(c.dtype), c.D, device_name(c.device)));
     if (c.H_kv > 65535 || c.B > 65535)
       throw Unsupported(fmt::format("{}: B = {} and H_kv = {} must be at most 65535 for this kernel's grid", kOp, c.B, c.H_kv));
+    if (cfg_.is_causal && cfg_.deterministic && (c.S + 63) / 64 > 65535)
+      throw Unsupported(fmt::format("{}: deterministic causal: S = {} must be at most 65535 * 64 for this kernel's grid",
+                                    kOp, c.S));
     if (c.B * c.H * (c.S + 63) / 64 > std::numeric_limits<int32_t>::max())
       throw Unsupported(fmt::format("{}: B * H * ceil(S / 64) must stay below 2^31, got B = {}, H = {}, S = {}", kOp, c.B,
                                     c.H, c.S));
@@ -300,7 +303,14 @@ class KernelPlan final : public detail::PlanImpl {
     void* args[] = {&p};
     const long long rows = static_cast<long long>(c.B) * c.H * w.s_pad;
     launch_bwd_kernel(kOp, *k_.prep, bwd_blocks(rows * (dp / 8), 256), 1, 1, 256, 0, cu_stream, args);
-    const unsigned bh = static_cast<unsigned>(c.H_kv), bz = static_cast<unsigned>(c.B);
+    // Grid (key blocks, H_kv, B); deterministic causal: (H_kv * B, key blocks), so that key block 0 of
+    // every (batch, KV head) starts first (templates/common/attention_bwd.cuh, DenseSlots).
+    const bool kb_slowest = cfg_.is_causal && cfg_.deterministic;
+    auto grid = [&](int bn) {
+      const unsigned n_kv = static_cast<unsigned>((c.S + bn - 1) / bn);
+      return kb_slowest ? std::tuple{static_cast<unsigned>(c.H_kv * c.B), n_kv, 1u}
+                        : std::tuple{n_kv, static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B)};
+    };
     if (hopper_) {
       kernels::AttnBwdHopperParams hp{};
       hp.p = p;
@@ -314,12 +324,13 @@ class KernelPlan final : public detail::PlanImpl {
       encode_dq_acc_map(kOp, hp.dq_map, p.dq_acc, D_, rows);
       const kernels::AttnBwdHopperLayout layout{static_cast<int>(D_), bn};
       void* hargs[] = {&hp};
-      launch_bwd_kernel(kOp, *k_.main, static_cast<unsigned>((c.S + bn - 1) / bn), bh, bz,
-                        static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream, hargs);
+      const auto [gx, gy, gz] = grid(bn);
+      launch_bwd_kernel(kOp, *k_.main, gx, gy, gz, static_cast<unsigned>(layout.threads()), layout.smem_bytes(), cu_stream,
+                        hargs);
     } else {
       const int bn = kernels::gqa_bwd_block_n(static_cast<int>(D_));
-      launch_bwd_kernel(kOp, *k_.main, static_cast<unsigned>((c.S + bn - 1) / bn), bh, bz, 256,
-                        kernels::gqa_bwd_smem_bytes(static_cast<int>(D_)), cu_stream, args);
+      const auto [gx, gy, gz] = grid(bn);
+      launch_bwd_kernel(kOp, *k_.main, gx, gy, gz, 256, kernels::gqa_bwd_smem_bytes(static_cast<int>(D_)), cu_stream, args);
     }
     launch_bwd_kernel(kOp, *k_.dq, bwd_blocks(static_cast<long long>(c.B) * c.H * c.S * (D_ / 8), 256), 1, 1, 256, 0,
                       cu_stream, args);
