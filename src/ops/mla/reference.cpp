@@ -12,7 +12,6 @@ namespace attnjit::ops::reference {
 
 namespace {
 
-
 void load(const TensorRef& t, int64_t off, int64_t chan, int64_t n, double* out) {
   math::load_row(t, off, chan, n, 1.0, out);
 }
