@@ -159,6 +159,29 @@ constexpr const char* kSignatures = R"json(
   "params": [
    {"name": "is_causal", "type": "bool", "default": true},
    {"name": "sm_scale", "type": "float", "default": null}]},
+ {"name": "mla_decode", "spec": "2.13",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": [3, 4], "shape": "[B, H, D] or [B, S_q, H, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "q_pe", "role": "in", "rank": [3, 4], "shape": "q's shape with PE = 64", "dtypes": ["fp16", "bf16"]},
+   {"name": "k", "role": "in", "rank": 4, "shape": "[B, N_kv, H_kv, D], or [NP, PS, H_kv, D] with block_table", "dtypes": ["fp16", "bf16"]},
+   {"name": "k_pe", "role": "in", "rank": 4, "shape": "[B, N_kv, H_kv, PE], or [NP, PS, H_kv, PE] with block_table", "dtypes": ["fp16", "bf16"]},
+   {"name": "cache_seqlens", "role": "in", "rank": 1, "shape": "[B] (required with block_table)", "dtypes": ["int32"], "optional": true},
+   {"name": "block_table", "role": "in", "rank": 2, "shape": "[B, W]", "dtypes": ["int32"], "optional": true},
+   {"name": "o", "role": "out", "rank": [3, 4], "shape": "q's shape", "dtypes": ["fp16", "bf16"]}],
+  "params": [
+   {"name": "validate_inputs", "type": "bool", "default": false}]},
+ {"name": "dsa_decode", "spec": "2.18",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": 4, "shape": "[B, S, H, D + dim_tail]", "dtypes": ["fp16", "bf16"]},
+   {"name": "kv", "role": "in", "rank": 4, "shape": "[B, S_kv, H_kv, D + dim_tail]", "dtypes": ["fp16", "bf16"]},
+   {"name": "indices", "role": "in", "rank": 4, "shape": "[B, S, H_kv, K]", "dtypes": ["int32"]},
+   {"name": "o", "role": "out", "rank": 4, "shape": "[B, S, H, D]", "dtypes": ["fp16", "bf16"]}],
+  "params": [
+   {"name": "dim_tail", "type": "int", "default": null, "required": true},
+   {"name": "stride_kv", "type": "int", "default": null, "required": true},
+   {"name": "q_start_index_s", "type": "int", "default": null, "required": true},
+   {"name": "sm_scale", "type": "float", "default": null},
+   {"name": "is_causal", "type": "bool", "default": true}]},
  {"name": "bsa_bwd", "spec": "2.5",
   "tensors": [
    {"name": "do", "role": "in", "rank": 4, "shape": "q's shape", "dtypes": ["fp16", "bf16"]},

@@ -221,6 +221,56 @@ def test_gqa_bwd(rng):
     assert close(dk[0], ref_dk, 2e-2) and close(dv[0], ref_dv, 2e-2)
 
 
+def _softmax_rows(logits, values):
+    w = np.exp(logits - logits.max())
+    return (w @ values) / w.sum()
+
+
+def test_mla_decode(rng):
+    B, H, H_kv, D, N = 2, 4, 2, 128, 5
+    q, q_pe = f16(rng, B, H, D), f16(rng, B, H, 64)
+    k, k_pe = f16(rng, B, N, H_kv, D), f16(rng, B, N, H_kv, 64)
+    o = attnjit.mla_decode(q, q_pe, k, k_pe)
+    assert o.shape == (B, H, D) and o.dtype == np.float16
+    scale = 1 / np.sqrt(D + 64)
+    for b in range(B):
+        for h in range(H):
+            r = h // (H // H_kv)
+            kb, kpb = k[b, :, r].astype(np.float64), k_pe[b, :, r].astype(np.float64)
+            lg = (kb @ q[b, h].astype(np.float64) + kpb @ q_pe[b, h].astype(np.float64)) * scale
+            assert close(o[b, h], _softmax_rows(lg, kb), 5e-3)
+    # Extensions: per-request lengths, S_q = 2 query tokens (causal to the end of the cache), a paged cache.
+    q4, qpe4 = f16(rng, B, 2, H, D), f16(rng, B, 2, H, 64)
+    lens = i32([5, 1])
+    o4 = attnjit.mla_decode(q4, qpe4, k, k_pe, lens)
+    assert o4.shape == (B, 2, H, D)
+    assert (o4[1, 0] == 0).all()  # request 1 holds one position: its first token sees nothing
+    pages = np.zeros((4, 16, H_kv, D), np.float16)
+    pages_pe = np.zeros((4, 16, H_kv, 64), np.float16)
+    pages[2, :N], pages_pe[2, :N] = k[0], k_pe[0]
+    pages[0, :N], pages_pe[0, :N] = k[1], k_pe[1]
+    op = attnjit.mla_decode(q4, qpe4, pages, pages_pe, lens, i32([[2], [0]]))
+    assert np.array_equal(op, o4)
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_dsa_decode(rng, is_causal):
+    B, S, H, H_kv, S_kv, K, D, tail = 1, 3, 4, 1, 6, 4, 64, 16
+    q, kv = f16(rng, B, S, H, D + tail), f16(rng, B, S_kv, H_kv, D + tail)
+    idx = i32([[[[0, 5, -1, 2]], [[1, 1, 6, 3]], [[4, 0, 2, -1]]]])
+    o = attnjit.dsa_decode(q, kv, idx, dim_tail=tail, stride_kv=2, q_start_index_s=1, is_causal=is_causal)
+    assert o.shape == (B, S, H, D) and o.dtype == np.float16
+    for s in range(S):
+        xs = [x for x in idx[0, s, 0] if 0 <= x < S_kv and (not is_causal or (x + 1) * 2 <= 1 + s + 1)]
+        for h in range(H):
+            if not xs:
+                assert (o[0, s, h] == 0).all()
+                continue
+            keys = kv[0, xs, 0].astype(np.float64)
+            lg = keys @ q[0, s, h].astype(np.float64) / np.sqrt(D + tail)
+            assert close(o[0, s, h], _softmax_rows(lg, keys[:, :D]), 5e-3)
+
+
 def test_every_op_is_covered():
     tested = {n[5:] for n in globals() if n.startswith("test_")}
     for op in attnjit.list_ops():
