@@ -158,7 +158,8 @@ constexpr const char* kSignatures = R"json(
    {"name": "dv", "role": "out", "rank": 4, "shape": "v's shape", "dtypes": ["fp16", "bf16"]}],
   "params": [
    {"name": "is_causal", "type": "bool", "default": true},
-   {"name": "sm_scale", "type": "float", "default": null}]},
+   {"name": "sm_scale", "type": "float", "default": null},
+   {"name": "deterministic", "type": "bool", "default": false}]},
  {"name": "mla_decode", "spec": "2.13",
   "tensors": [
    {"name": "q", "role": "in", "rank": [3, 4], "shape": "[B, H, D] or [B, S_q, H, D]", "dtypes": ["fp16", "bf16"]},
