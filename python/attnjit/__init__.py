@@ -17,8 +17,8 @@ from . import _attnjit
 from ._core import (CacheError, CompileError, CudaError, HostView, InternalError, Plan, Runtime, bf16, configure,
                     e4m3, plan, runtime)
 from ._ops import (OPS, bsa_bwd, bsa_fp8_fwd, bsa_fwd, dsa_decode, fp8_lightning_indexer, gqa_bwd, gqa_fwd, gqa_paged_fwd,
-                   gqa_prefill_paged_append, gqa_varlen_fwd, lightning_indexer, mha_decode_paged, mla_decode, paged_kv_write,
-                   topk_select)
+                   gqa_prefill_paged_append, gqa_varlen_fwd, lightning_indexer, mha_decode_paged, mla_decode,
+                   nsa_compressed_fwd, nsa_selected_fwd, nsa_topk, paged_kv_write, topk_select)
 
 __version__ = _attnjit.version()
 

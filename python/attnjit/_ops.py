@@ -366,10 +366,65 @@ def dsa_decode(q: Tensor, kv: Tensor, indices: Tensor, *, dim_tail: int, stride_
     call("dsa_decode", (("q", q), ("kv", kv), ("indices", indices)),
          (("dim_tail", dim_tail), ("stride_kv", stride_kv), ("q_start_index_s", q_start_index_s),
           ("sm_scale", sm_scale), ("is_causal", is_causal)),
+
+
+def nsa_compressed_fwd(q: Tensor, k_cmp: Tensor, v_cmp: Tensor, offsets: Tensor, chunk_offsets: Tensor,
+                       token_indices: Tensor, *, scale: float, bs: int, validate_inputs: bool = False,
+                       return_lse: bool = False, out: Any = None, impl: Optional[str] = None, backend: str = "auto",
+                       stream: Any = None, runtime: Optional[Runtime] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """NSA compressed attention (packed): q [T, H, DK], k_cmp [C, H_kv, DK], v_cmp [C, H_kv, DV], offsets and
+    chunk_offsets [N + 1], token_indices [T, 2] int32 -> o [T, H, DV] (and lse [T, H] fp32 with
+    return_lse=True); each token attends to the complete chunks of its request. SPEC.md 2.15. Only impl
+    "reference" (CPU) is built so far."""
+    o, lse = _out(out, 2, "nsa_compressed_fwd") if return_lse else (_out(out, 1, "nsa_compressed_fwd")[0], None)
+    T, H, _DK = q.shape
+    if o is None:
+        o = empty(q, (T, H, v_cmp.shape[2]), dtype_of(q))
+    if return_lse and lse is None:
+        lse = empty(q, (T, H), "fp32")
+    call("nsa_compressed_fwd", (("q", q), ("k_cmp", k_cmp), ("v_cmp", v_cmp), ("offsets", offsets),
+                                ("chunk_offsets", chunk_offsets), ("token_indices", token_indices)),
+         (("scale", scale), ("bs", bs), ("validate_inputs", validate_inputs)),
+         impl, backend, (("o", o), ("lse", lse)), stream, runtime)
+    return (o, lse) if return_lse else o
+
+
+def nsa_topk(q: Tensor, k_cmp: Tensor, offsets: Tensor, chunk_offsets: Tensor, token_indices: Tensor, *,
+             scale: float, selected_block_num: int, bs: int, validate_inputs: bool = False, out: Any = None,
+             impl: Optional[str] = None, backend: str = "auto", stream: Any = None,
+             runtime: Optional[Runtime] = None) -> Tensor:
+    """NSA block selection: q [T, H, D], k_cmp [C, H_kv, D] and the packed metadata -> block_indices
+    [T, H_kv, selected_block_num] int32, the chunk ids of highest group importance (chunks 0, cur - 1, cur
+    forced), -1 padded. SPEC.md 2.16. Only impl "reference" (CPU) is built so far."""
+    o = _out(out, 1, "nsa_topk")[0]
+    if o is None:
+        o = empty(q, (q.shape[0], k_cmp.shape[1], selected_block_num), "int32")
+    call("nsa_topk", (("q", q), ("k_cmp", k_cmp), ("offsets", offsets), ("chunk_offsets", chunk_offsets),
+                      ("token_indices", token_indices)),
+         (("scale", scale), ("selected_block_num", selected_block_num), ("bs", bs),
+          ("validate_inputs", validate_inputs)),
+         impl, backend, (("block_indices", o),), stream, runtime)
+    return o
+
+
+def nsa_selected_fwd(q: Tensor, k: Tensor, v: Tensor, block_indices: Tensor, block_counts: Tensor, offsets: Tensor,
+                     token_indices: Tensor, *, is_causal: bool, scale: float, block_size: int,
+                     validate_inputs: bool = False, out: Any = None, impl: Optional[str] = None,
+                     backend: str = "auto", stream: Any = None, runtime: Optional[Runtime] = None) -> Tensor:
+    """NSA selected attention (packed): q [T, H, D], k, v [T, H_kv, D], block_indices [T, H_kv, SEL] and
+    block_counts [T, H_kv] int32 (request-local block ids in units of block_size), offsets [N + 1],
+    token_indices [T, 2] -> o [T, H, D]. SPEC.md 2.17. Only impl "reference" (CPU) is built so far."""
+    o = _out(out, 1, "nsa_selected_fwd")[0]
+    if o is None:
+        o = empty(q, q.shape, dtype_of(q))
+    call("nsa_selected_fwd", (("q", q), ("k", k), ("v", v), ("block_indices", block_indices),
+                              ("block_counts", block_counts), ("offsets", offsets), ("token_indices", token_indices)),
+         (("is_causal", is_causal), ("scale", scale), ("block_size", block_size),
+          ("validate_inputs", validate_inputs)),
          impl, backend, (("o", o),), stream, runtime)
     return o
 
 
 OPS = ("paged_kv_write", "gqa_fwd", "gqa_varlen_fwd", "gqa_paged_fwd", "mha_decode_paged", "gqa_prefill_paged_append",
        "fp8_lightning_indexer", "topk_select", "lightning_indexer", "bsa_bwd", "bsa_fwd", "bsa_fp8_fwd", "gqa_bwd",
-       "mla_decode", "dsa_decode")
+       "mla_decode", "dsa_decode", "nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd")

@@ -235,6 +235,48 @@ constexpr const char* kSignatures = R"json(
    {"name": "scale", "type": "float", "default": null},
    {"name": "block_sparse_num", "type": "int", "default": null},
    {"name": "allow_empty_block_nums", "type": "bool", "default": false},
+   {"name": "validate_inputs", "type": "bool", "default": false}]},
+ {"name": "nsa_compressed_fwd", "spec": "2.15", "lse": "lse",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": 3, "shape": "[T, H, DK]", "dtypes": ["fp16", "bf16"]},
+   {"name": "k_cmp", "role": "in", "rank": 3, "shape": "[C, H_kv, DK]", "dtypes": ["fp16", "bf16"]},
+   {"name": "v_cmp", "role": "in", "rank": 3, "shape": "[C, H_kv, DV]", "dtypes": ["fp16", "bf16"]},
+   {"name": "offsets", "role": "in", "rank": 1, "shape": "[N + 1]", "dtypes": ["int32"]},
+   {"name": "chunk_offsets", "role": "in", "rank": 1, "shape": "[N + 1]", "dtypes": ["int32"]},
+   {"name": "token_indices", "role": "in", "rank": 2, "shape": "[T, 2]", "dtypes": ["int32"]},
+   {"name": "o", "role": "out", "rank": 3, "shape": "[T, H, DV]", "dtypes": ["fp16", "bf16"]},
+   {"name": "lse", "role": "out", "rank": 2, "shape": "[T, H]", "dtypes": ["fp32"], "optional": true}],
+  "params": [
+   {"name": "scale", "type": "float", "default": null, "required": true},
+   {"name": "bs", "type": "int", "default": null, "required": true},
+   {"name": "validate_inputs", "type": "bool", "default": false}]},
+ {"name": "nsa_topk", "spec": "2.16",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": 3, "shape": "[T, H, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "k_cmp", "role": "in", "rank": 3, "shape": "[C, H_kv, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "offsets", "role": "in", "rank": 1, "shape": "[N + 1]", "dtypes": ["int32"]},
+   {"name": "chunk_offsets", "role": "in", "rank": 1, "shape": "[N + 1]", "dtypes": ["int32"]},
+   {"name": "token_indices", "role": "in", "rank": 2, "shape": "[T, 2]", "dtypes": ["int32"]},
+   {"name": "block_indices", "role": "out", "rank": 3, "shape": "[T, H_kv, S]", "dtypes": ["int32"]}],
+  "params": [
+   {"name": "scale", "type": "float", "default": null, "required": true},
+   {"name": "selected_block_num", "type": "int", "default": null, "required": true},
+   {"name": "bs", "type": "int", "default": null, "required": true},
+   {"name": "validate_inputs", "type": "bool", "default": false}]},
+ {"name": "nsa_selected_fwd", "spec": "2.17",
+  "tensors": [
+   {"name": "q", "role": "in", "rank": 3, "shape": "[T, H, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "k", "role": "in", "rank": 3, "shape": "[T, H_kv, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "v", "role": "in", "rank": 3, "shape": "[T, H_kv, D]", "dtypes": ["fp16", "bf16"]},
+   {"name": "block_indices", "role": "in", "rank": 3, "shape": "[T, H_kv, SEL]", "dtypes": ["int32"]},
+   {"name": "block_counts", "role": "in", "rank": 2, "shape": "[T, H_kv]", "dtypes": ["int32"]},
+   {"name": "offsets", "role": "in", "rank": 1, "shape": "[N + 1]", "dtypes": ["int32"]},
+   {"name": "token_indices", "role": "in", "rank": 2, "shape": "[T, 2]", "dtypes": ["int32"]},
+   {"name": "o", "role": "out", "rank": 3, "shape": "[T, H, D]", "dtypes": ["fp16", "bf16"]}],
+  "params": [
+   {"name": "is_causal", "type": "bool", "default": null, "required": true},
+   {"name": "scale", "type": "float", "default": null, "required": true},
+   {"name": "block_size", "type": "int", "default": null, "required": true},
    {"name": "validate_inputs", "type": "bool", "default": false}]}
 ]
 )json";

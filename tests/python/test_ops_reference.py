@@ -271,6 +271,74 @@ def test_dsa_decode(rng, is_causal):
             assert close(o[0, s, h], _softmax_rows(lg, keys[:, :D]), 5e-3)
 
 
+def _nsa_meta(lens, bs=None):
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tok = i32([(n, p) for n, ln in enumerate(lens) for p in range(ln)]).reshape(-1, 2)
+    co = None
+    if bs is not None:
+        co = np.concatenate([[0], np.cumsum([(ln + bs - 1) // bs for ln in lens])]).astype(np.int32)
+    return off, tok, co
+
+
+def test_nsa_compressed_fwd(rng):
+    lens, bs, H, H_kv, D = [5, 0, 3], 2, 16, 1, 64
+    off, tok, co = _nsa_meta(lens, bs)
+    T, C = int(off[-1]), int(co[-1])
+    q, kc, vc = f16(rng, T, H, D), f16(rng, C, H_kv, D), f16(rng, C, H_kv, D)
+    o, lse = attnjit.nsa_compressed_fwd(q, kc, vc, off, co, tok, scale=0.125, bs=bs, return_lse=True)
+    assert o.shape == (T, H, D) and o.dtype == np.float16 and lse.shape == (T, H) and lse.dtype == np.float32
+    for t in range(T):
+        n, p = tok[t]
+        nc = (p + 1) // bs
+        for h in range(H):
+            if nc == 0:  # no complete chunk: o = 0, lse = -inf
+                assert (o[t, h] == 0).all() and lse[t, h] == -np.inf
+                continue
+            rows = co[n] + np.arange(nc)
+            z = 0.125 * (kc[rows, 0].astype(np.float64) @ q[t, h].astype(np.float64))
+            w = np.exp(z - z.max())
+            assert close(o[t, h], (w @ vc[rows, 0].astype(np.float64)) / w.sum(), 2e-3)
+            assert np.isclose(lse[t, h], z.max() + np.log(w.sum()), atol=1e-3)
+
+
+def test_nsa_topk(rng):
+    lens, bs, H, H_kv, D, S = [6, 2], 1, 16, 1, 64, 4
+    off, tok, co = _nsa_meta(lens, bs)
+    T, C = int(off[-1]), int(co[-1])
+    q, kc = f16(rng, T, H, D), f16(rng, C, H_kv, D)
+    idx = attnjit.nsa_topk(q, kc, off, co, tok, scale=0.125, selected_block_num=S, bs=bs)
+    assert idx.shape == (T, H_kv, S) and idx.dtype == np.int32
+    for t in range(T):
+        n, p = tok[t]
+        cur = p // bs
+        m = min(S, cur + 1)
+        row = idx[t, 0]
+        assert (row[m:] == -1).all() and len(set(row[:m].tolist())) == m
+        assert all(0 <= c <= cur for c in row[:m])
+        assert {0, cur} <= set(row[:m].tolist())  # forced chunks (m >= 2 once cur >= 1)
+
+
+def test_nsa_selected_fwd(rng):
+    lens, bs, H, H_kv, D, SEL = [7, 3], 2, 16, 1, 64, 3
+    off, tok, _ = _nsa_meta(lens)
+    T = int(off[-1])
+    q, k, v = f16(rng, T, H, D), f16(rng, T, H_kv, D), f16(rng, T, H_kv, D)
+    bi = np.tile(i32([0, -1, 3]), (T, H_kv, 1))
+    bc = np.full((T, H_kv), 3, np.int32)
+    bc[0] = 1
+    o = attnjit.nsa_selected_fwd(q, k, v, bi, bc, off, tok, is_causal=True, scale=0.125, block_size=bs)
+    assert o.shape == (T, H, D) and o.dtype == np.float16
+    for t in range(T):
+        n, p = tok[t]
+        keys = [x for u in range(bc[t, 0]) if bi[t, 0, u] >= 0 and bi[t, 0, u] * bs <= p
+                for x in range(bi[t, 0, u] * bs, min((bi[t, 0, u] + 1) * bs, p + 1))]
+        rows = off[n] + np.asarray(keys)
+        for h in range(H):
+            z = 0.125 * (k[rows, 0].astype(np.float64) @ q[t, h].astype(np.float64))
+            w = np.exp(z - z.max())
+            assert close(o[t, h], (w @ v[rows, 0].astype(np.float64)) / w.sum(), 2e-3)
+
+
 def test_every_op_is_covered():
     tested = {n[5:] for n in globals() if n.startswith("test_")}
     for op in attnjit.list_ops():

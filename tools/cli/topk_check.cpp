@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -191,6 +192,99 @@ class TopkSelectScorer final : public TopkScorer {
   int64_t B_ = 0, S_ = 0, S_kv_ = 0, G_ = 0, width_ = 0;
 };
 
+// nsa_topk (SPEC.md §2.16): rows are (t, r) of block_indices [T, H_kv, S]; the candidates are the
+// chunks [0, cur] of token t's request (cur = p // bs, (n, p) = token_indices[t]), scored by the group
+// importance recomputed here: qs_h = rnd_dtype(fp32(q[t, h]) * fp32(scale)); lse_h over the complete
+// chunks c < (p + 1) // bs (0 when none); imp_c = sum over the group of 1 for c in {0, cur - 1, cur},
+// else exp(<qs_h, k_cmp[chunk_offsets[n] + c, r]> - lse_h). Tolerance 1e-4 * max_c |imp_c| + 1e-5.
+class NsaTopkScorer final : public TopkScorer {
+ public:
+  NsaTopkScorer(const TestCase& c, const std::vector<HostTensor>& inputs, const std::string& output) {
+    const HostTensor& q = need_input(c, inputs, "q");
+    const HostTensor& k = need_input(c, inputs, "k_cmp");
+    const HostTensor& tok = need_input(c, inputs, "token_indices");
+    const HostTensor& co = need_input(c, inputs, "chunk_offsets");
+    const HostTensor& out = need_input(c, inputs, output);
+    if (q.spec->shape.size() != 3 || k.spec->shape.size() != 3 || out.spec->shape.size() != 3 ||
+        tok.spec->shape.size() != 2 || co.spec->shape.size() != 1)
+      throw std::runtime_error("topk scorer for nsa_topk: expected q [T,H,D], k_cmp [C,H_kv,D], token_indices [T,2], "
+                               "chunk_offsets [N+1], block_indices [T,H_kv,S]");
+    T_ = q.spec->shape[0];
+    H_ = q.spec->shape[1];
+    D_ = q.spec->shape[2];
+    C_ = k.spec->shape[0];
+    H_kv_ = k.spec->shape[1];
+    width_ = out.spec->shape[2];
+    const nlohmann::json& cfg = c.config.is_object() ? c.config : nlohmann::json::object();
+    bs_ = cfg.value("bs", 1);
+    const float scale = cfg.value("scale", 1.0f);
+    if (bs_ < 1 || H_kv_ < 1 || H_ % H_kv_ != 0) throw std::runtime_error("topk scorer for nsa_topk: bad bs or heads");
+    qs_ = dense(q);
+    for (auto& x : qs_) {  // step 1: q * scale in fp32, rounded to the input dtype
+      const float y = static_cast<float>(x) * scale;
+      x = q.spec->dtype == DType::kF16 ? numeric::fp16_to_float(numeric::float_to_fp16(y))
+                                       : numeric::bf16_to_float(numeric::float_to_bf16(y));
+    }
+    k_ = dense(k);
+    for (int64_t t = 0; t < T_; ++t) {
+      tok_.push_back(static_cast<int64_t>(at(tok, {t, 0})));
+      tok_.push_back(static_cast<int64_t>(at(tok, {t, 1})));
+    }
+    for (int64_t i = 0; i < co.spec->shape[0]; ++i) co_.push_back(static_cast<int64_t>(at(co, {i})));
+  }
+
+  int64_t rows() const override { return T_ * H_kv_; }
+  int64_t width() const override { return width_; }
+
+  void row(int64_t rr, TopkRow& row) const override {
+    const int64_t t = rr / H_kv_, r = rr % H_kv_, g = H_ / H_kv_;
+    const int64_t n = tok_[2 * t], p = tok_[2 * t + 1];
+    const int64_t N = static_cast<int64_t>(co_.size()) - 1;
+    const bool ok = n >= 0 && n < N && p >= 0;
+    const int64_t cur = ok ? p / bs_ : -1, complete = ok ? (p + 1) / bs_ : 0, c0 = ok ? co_[n] : 0;
+    row.candidates.clear();
+    for (int64_t c = 0; c <= cur; ++c)
+      if (c0 + c >= 0 && c0 + c < C_) row.candidates.push_back(c);
+    const size_t m = row.candidates.size();
+    std::vector<double> imp(m, 0.0), dots(m);
+    for (int64_t h = r * g; h < (r + 1) * g && m; ++h) {
+      const double* qv = &qs_[static_cast<size_t>((t * H_ + h) * D_)];
+      double M = -std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < m; ++i) {
+        const double* kv = &k_[static_cast<size_t>(((c0 + row.candidates[i]) * H_kv_ + r) * D_)];
+        double s = 0;
+        for (int64_t d = 0; d < D_; ++d) s += qv[d] * kv[d];
+        dots[i] = s;
+        if (row.candidates[i] < complete) M = std::max(M, s);
+      }
+      double lse = 0;
+      if (M != -std::numeric_limits<double>::infinity()) {
+        double Z = 0;
+        for (size_t i = 0; i < m; ++i)
+          if (row.candidates[i] < complete) Z += std::exp(dots[i] - M);
+        lse = M + std::log(Z);
+      }
+      for (size_t i = 0; i < m; ++i) {
+        const int64_t c = row.candidates[i];
+        imp[i] += (c == 0 || c == cur - 1 || c == cur) ? 1.0 : std::exp(dots[i] - lse);
+      }
+    }
+    row.scores.resize(m);
+    double max_abs = 0;
+    for (size_t i = 0; i < m; ++i) {
+      row.scores[i] = static_cast<float>(imp[i]);
+      max_abs = std::max(max_abs, std::fabs(imp[i]));
+    }
+    row.expected_count = std::min<int64_t>(width_, static_cast<int64_t>(m));
+    row.tol = 1e-4 * max_abs + 1e-5;
+  }
+
+ private:
+  int64_t T_ = 0, H_ = 0, D_ = 0, C_ = 0, H_kv_ = 0, width_ = 0, bs_ = 1;
+  std::vector<double> qs_, k_;
+  std::vector<int64_t> tok_, co_;
+};
+
 using ScorerFactory = std::function<std::unique_ptr<TopkScorer>(const TestCase&, const std::vector<HostTensor>&,
                                                                 const std::string&)>;
 
@@ -204,6 +298,10 @@ const std::map<std::string, ScorerFactory>& topk_scorers() {
       {"topk_select",
        [](const TestCase& c, const std::vector<HostTensor>& in, const std::string& out) -> std::unique_ptr<TopkScorer> {
          return std::make_unique<TopkSelectScorer>(c, in, out);
+       }},
+      {"nsa_topk",
+       [](const TestCase& c, const std::vector<HostTensor>& in, const std::string& out) -> std::unique_ptr<TopkScorer> {
+         return std::make_unique<NsaTopkScorer>(c, in, out);
        }},
   };
   return table;
