@@ -366,6 +366,8 @@ def dsa_decode(q: Tensor, kv: Tensor, indices: Tensor, *, dim_tail: int, stride_
     call("dsa_decode", (("q", q), ("kv", kv), ("indices", indices)),
          (("dim_tail", dim_tail), ("stride_kv", stride_kv), ("q_start_index_s", q_start_index_s),
           ("sm_scale", sm_scale), ("is_causal", is_causal)),
+         impl, backend, (("o", o),), stream, runtime)
+    return o
 
 
 def nsa_compressed_fwd(q: Tensor, k_cmp: Tensor, v_cmp: Tensor, offsets: Tensor, chunk_offsets: Tensor,

@@ -14,7 +14,7 @@ KernelKey make_kernel_key(const KernelSpec& spec, const std::vector<std::string>
   std::string s = fmt::format("attnjit-kernel-key {}\n", kKeySchemaVersion);
   s += fmt::format("library {}\n", ATTNJIT_VERSION);
   s += fmt::format("templates {}\n",
-                   templates_sha256.empty() ? std::string(embedded_templates_sha256()) : templates_sha256);
+                   templates_sha256.empty() ? template_closure_sha256(spec.template_file) : templates_sha256);
   s += fmt::format("op {}\ntemplate {}\nentry {}\n", spec.op, spec.template_file, spec.entry);
   // NOTE: field names are identifiers chosen by the planners; a name with '=' or a newline would make
   // the text ambiguous, so it is refused.

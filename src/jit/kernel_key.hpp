@@ -10,7 +10,7 @@
 
 namespace attnjit::jit {
 
-inline constexpr int kKeySchemaVersion = 1;
+inline constexpr int kKeySchemaVersion = 2;  // 2: the templates line hashes the include closure
 
 struct KernelKey {
   std::string hex;            // 64 hex digits
@@ -18,7 +18,7 @@ struct KernelKey {
 };
 
 // `options` are the compile options without include paths; `nvrtc_version` is "13.0".
-// `templates_sha256` defaults to the embedded templates' hash.
+// `templates_sha256` defaults to the include closure's hash of spec.template_file.
 KernelKey make_kernel_key(const KernelSpec& spec, const std::vector<std::string>& options,
                           const std::string& nvrtc_version, const std::string& templates_sha256 = "");
 

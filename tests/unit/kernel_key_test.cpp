@@ -78,7 +78,8 @@ TEST_CASE("kernel key: 64 lowercase hex digits, deterministic, serialisation nam
   CHECK(test::contains(a.serialisation, "arch sm_90a\n"));
   CHECK(test::contains(a.serialisation, "nvrtc 13.0\n"));
   CHECK(test::contains(a.serialisation, "option --std=c++17\n"));
-  CHECK(test::contains(a.serialisation, "templates " + std::string(attnjit::jit::embedded_templates_sha256())));
+  CHECK(test::contains(a.serialisation,
+                       "templates " + attnjit::jit::template_closure_sha256("kv_cache/paged_kv_write.cuh") + "\n"));
   // The readable name is not an input of the binary: it does not enter the key.
   KernelSpec renamed = base_spec();
   renamed.name = "something.else";
@@ -162,8 +163,9 @@ TEST_CASE("kernel key: changing any single input changes the key") {
   expect_new("templates hash", base_spec(), base_options(), kNvrtc, std::string(64, '0'));
   CHECK(variants == 28);
 
-  // The default templates hash is the embedded templates' one.
-  CHECK(make_kernel_key(base_spec(), base_options(), kNvrtc, std::string(attnjit::jit::embedded_templates_sha256()))
+  // The default templates hash is the include closure's of the spec's template.
+  CHECK(make_kernel_key(base_spec(), base_options(), kNvrtc,
+                        attnjit::jit::template_closure_sha256(base_spec().template_file))
             .hex == base);
   CHECK(attnjit::jit::embedded_templates_sha256().size() == 64);
 }
@@ -224,4 +226,59 @@ TEST_CASE("kernel key: identical in a separate process") {
   const std::string child = test::read_all(out);
   CHECK(child == keys_text());
   CHECK(child.size() > 64);
+}
+
+// The key's templates line covers exactly the kernel's include closure: editing one family's template
+// changes the keys of that family's kernels (and of the kernels that include it), not the others'; a
+// shared header changes every key whose closure holds it.
+TEST_CASE("kernel key: a template edit invalidates only the kernels whose include closure holds it") {
+  using attnjit::jit::EmbeddedTemplate;
+  const auto embedded = attnjit::jit::embedded_templates();
+  const std::vector<std::string> paged = attnjit::jit::template_closure("kv_cache/paged_kv_write.cuh", embedded);
+  const std::vector<std::string> bsa = attnjit::jit::template_closure("bsa/bsa_bwd_hopper.cuh", embedded);
+  CHECK(std::is_sorted(paged.begin(), paged.end()));
+  CHECK(std::find(paged.begin(), paged.end(), "common/numeric.cuh") != paged.end());
+  CHECK(std::find(paged.begin(), paged.end(), "kv_cache/paged_kv_write.cuh") != paged.end());
+  CHECK(std::find(paged.begin(), paged.end(), "kv_cache/paged_kv_write_params.cuh") != paged.end());
+  CHECK(std::find(paged.begin(), paged.end(), "bsa/bsa_bwd.cuh") == paged.end());
+  for (const char* f : {"bsa/bsa_bwd.cuh", "common/attention_bwd.cuh", "hopper/attention_bwd.cuh", "hopper/sm90.cuh"})
+    CHECK(std::find(bsa.begin(), bsa.end(), f) != bsa.end());
+
+  // A copy of the embedded set with one template's text edited.
+  auto edited = [&](const std::string& path) {
+    std::vector<EmbeddedTemplate> set(embedded.begin(), embedded.end());
+    static std::vector<std::string> texts;  // keeps the edited texts alive
+    for (auto& t : set)
+      if (path == t.path) {
+        texts.push_back(std::string(t.text) + "\n// edited\n");
+        t.text = texts.back().c_str();
+      }
+    return set;
+  };
+  auto digest = [](const char* file, std::span<const EmbeddedTemplate> set) {
+    return attnjit::jit::template_closure_sha256(file, set);
+  };
+  const std::string paged0 = digest("kv_cache/paged_kv_write.cuh", embedded);
+  const std::string bsa0 = digest("bsa/bsa_bwd_hopper.cuh", embedded);
+  const std::string dense0 = digest("dense/gqa_bwd.cuh", embedded);
+  CHECK(paged0 == attnjit::jit::template_closure_sha256("kv_cache/paged_kv_write.cuh"));
+  CHECK(paged0 != bsa0);
+
+  const auto family = edited("bsa/bsa_bwd.cuh");  // one family's template
+  CHECK(digest("bsa/bsa_bwd_hopper.cuh", family) != bsa0);
+  CHECK(digest("kv_cache/paged_kv_write.cuh", family) == paged0);
+  CHECK(digest("dense/gqa_bwd.cuh", family) == dense0);
+
+  const auto shared = edited("common/attention_bwd.cuh");  // the backward core both backward ops include
+  CHECK(digest("bsa/bsa_bwd_hopper.cuh", shared) != bsa0);
+  CHECK(digest("dense/gqa_bwd.cuh", shared) != dense0);
+  CHECK(digest("kv_cache/paged_kv_write.cuh", shared) == paged0);
+
+  // Through the key: the same spec, another closure digest, another key.
+  const auto key0 = make_kernel_key(base_spec(), base_options(), kNvrtc);
+  CHECK(make_kernel_key(base_spec(), base_options(), kNvrtc, digest("kv_cache/paged_kv_write.cuh", family)).hex ==
+        key0.hex);
+  CHECK(make_kernel_key(base_spec(), base_options(), kNvrtc,
+                        digest("kv_cache/paged_kv_write.cuh", edited("kv_cache/paged_kv_write_params.cuh")))
+            .hex != key0.hex);
 }

@@ -322,32 +322,8 @@ class KernelPlan final : public detail::PlanImpl {
   kernels::AttnBwdParams params(const BwdCall& call, const WorkspaceLayout& w, CUdeviceptr ws) const {
     const BsaCall& c = call.base;
     kernels::AttnBwdParams p{};
-    auto set3 = [&](const TensorRef& t, long long& sb, long long& sh, long long& ss) {
-      const bsa::BhsStrides st = c.strides_of(t);
-      sb = st.b;
-      sh = st.h;
-      ss = st.s;
-    };
-    p.q = c.q->data;
-    p.k = c.k->data;
-    p.v = c.v->data;
-    p.o = call.o->data;
-    p.dout = call.dout->data;
-    p.dq = call.dq->data;
-    p.dk = call.dk->data;
-    p.dv = call.dv->data;
-    p.lse = static_cast<const float*>(call.lse->data);
-    set3(*c.q, p.q_sb, p.q_sh, p.q_ss);
-    set3(*c.k, p.k_sb, p.k_sh, p.k_ss);
-    set3(*c.v, p.v_sb, p.v_sh, p.v_ss);
-    set3(*call.o, p.o_sb, p.o_sh, p.o_ss);
-    set3(*call.dout, p.do_sb, p.do_sh, p.do_ss);
-    set3(*call.dq, p.dq_sb, p.dq_sh, p.dq_ss);
-    set3(*call.dk, p.dk_sb, p.dk_sh, p.dk_ss);
-    set3(*call.dv, p.dv_sb, p.dv_sh, p.dv_ss);
-    p.lse_sb = call.lse->strides[0];
-    p.lse_sh = call.lse->strides[1];
-    p.lse_ss = call.lse->strides[2];
+    fill_bwd_tensors(p, {c.q, c.k, c.v, call.o, call.dout, call.dq, call.dk, call.dv, call.lse},
+                     [&](const TensorRef& t) { return c.strides_of(t); });
     p.index = static_cast<const int*>(c.index->data);
     p.idx_sb = c.index->strides[0];
     p.idx_sh = c.index->strides[1];

@@ -344,31 +344,11 @@ class KernelPlan final : public detail::PlanImpl {
   kernels::AttnBwdParams params(const GqaBwdCall& c, const WorkspaceLayout& w, CUdeviceptr ws) const {
     kernels::AttnBwdParams p{};
     // (batch, head, sequence) strides of a [B, S, heads, D] tensor.
-    auto set3 = [](const TensorRef& t, long long& sb, long long& sh, long long& ss) {
-      sb = t.strides[0];
-      ss = t.strides[1];
-      sh = t.strides[2];
+    struct Bhs {
+      int64_t b, h, s;
     };
-    p.q = c.q->data;
-    p.k = c.k->data;
-    p.v = c.v->data;
-    p.o = c.o->data;
-    p.dout = c.dout->data;
-    p.dq = c.dq->data;
-    p.dk = c.dk->data;
-    p.dv = c.dv->data;
-    p.lse = static_cast<const float*>(c.lse->data);
-    set3(*c.q, p.q_sb, p.q_sh, p.q_ss);
-    set3(*c.k, p.k_sb, p.k_sh, p.k_ss);
-    set3(*c.v, p.v_sb, p.v_sh, p.v_ss);
-    set3(*c.o, p.o_sb, p.o_sh, p.o_ss);
-    set3(*c.dout, p.do_sb, p.do_sh, p.do_ss);
-    set3(*c.dq, p.dq_sb, p.dq_sh, p.dq_ss);
-    set3(*c.dk, p.dk_sb, p.dk_sh, p.dk_ss);
-    set3(*c.dv, p.dv_sb, p.dv_sh, p.dv_ss);
-    p.lse_sb = c.lse->strides[0];
-    p.lse_sh = c.lse->strides[1];
-    p.lse_ss = c.lse->strides[2];
+    fill_bwd_tensors(p, {c.q, c.k, c.v, c.o, c.dout, c.dq, c.dk, c.dv, c.lse},
+                     [](const TensorRef& t) { return Bhs{t.strides[0], t.strides[2], t.strides[1]}; });
     p.batch = static_cast<int>(c.B);
     p.h_q = static_cast<int>(c.H);
     p.h_kv = static_cast<int>(c.H_kv);
