@@ -614,6 +614,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa", "gqa_bwd", "bsa", "bsa_bwd", "lightning_indexer",
                                  "fp8_lightning_indexer", "topk_select"}));
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
+  add_cache_dir_option(cmd);
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
   cmd->add_option("--gib", args->gib, "GiB of k+v tokens for the paged_kv_write bandwidth run");
   cmd->add_option("--backend", args->backend, "backend of the gqa suite's plans (auto, portable, hopper; default auto)")

@@ -160,9 +160,11 @@ void add_cache_command(CLI::App& app) {
   with_rc(verify, [fix] { return cache_verify(*fix); });
   auto max_bytes = std::make_shared<std::uint64_t>(0);
   auto* prune = cache->add_subcommand("prune", "Evict least recently used entries down to the cap");
-  prune->add_option("--max-bytes", *max_bytes, "Cap (default: ATTNJIT_CACHE_MAX_BYTES)");
+  prune->add_option("--max-bytes", *max_bytes, "Cap in bytes, or with a suffix: 512K, 64M, 2G (1024-based; default: ATTNJIT_CACHE_MAX_BYTES)")
+      ->transform(CLI::AsSizeValue(false));
   with_rc(prune, [max_bytes] { return cache_prune(*max_bytes); });
   with_rc(cache->add_subcommand("clear", "Remove every entry"), cache_clear);
+  for (CLI::App* sub : cache->get_subcommands({})) add_cache_dir_option(sub);
 }
 
 // `info --op NAME`: the op's tensors and parameters, from the C ABI's argument table.
@@ -197,6 +199,7 @@ void add_info_command(CLI::App& app) {
   auto op = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("info", "Versions, NVRTC, driver, devices, cache location and size");
   cmd->add_option("--op", *op, "Print this op's tensors and parameters instead");
+  add_cache_dir_option(cmd);
   with_rc(cmd, [op] { return op->empty() ? info() : op_info(*op); });
 }
 

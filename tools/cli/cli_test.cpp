@@ -378,14 +378,22 @@ int run_tests(const TestArgs& a) {
   std::string worst_case;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<TestCase> cases;
+  size_t loaded = 0;
   for (const auto& file : a.files) {
     try {
-      for (auto& c : load_test_cases(file))
+      for (auto& c : load_test_cases(file)) {
+        ++loaded;
         if (a.filter.empty() || c.name.find(a.filter) != std::string::npos) cases.push_back(std::move(c));
+      }
     } catch (const std::exception& e) {
       fmt::print("FAIL {}: {}\n", file, e.what());
       ++failed;
     }
+  }
+  if (!a.filter.empty() && cases.empty() && failed == 0) {
+    // A filter that matches nothing is a mistake (a misspelt name), not a pass.
+    fmt::print(stderr, "test: --filter '{}' selects none of the {} cases in the given files\n", a.filter, loaded);
+    return 1;
   }
   const int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   precompile(rt, cases, gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch(), jobs);
@@ -431,7 +439,8 @@ void add_test_command(CLI::App& app) {
   auto args = std::make_shared<TestArgs>();
   auto* cmd = app.add_subcommand("test", "Run JSON test cases (kernel vs CPU reference on a GPU; compile + golden without)");
   cmd->add_option("files", args->files, "JSON test case files")->required();
-  cmd->add_option("--filter", args->filter, "Only cases whose name contains this");
+  cmd->add_option("--filter", args->filter, "Only cases whose name contains this (selecting none is an error)");
+  add_cache_dir_option(cmd);
   cmd->add_flag("--no-gpu", args->no_gpu, "Do not use a GPU even if one is present");
   cmd->add_flag("-v,--verbose", args->verbose, "Print passing cases too");
   cmd->add_option("-j,--jobs", args->jobs, "Parallel kernel compiles before the cases run (default: number of cores)");

@@ -94,11 +94,25 @@ int run_warmup(const WarmupArgs& a) {
 void add_warmup_command(CLI::App& app) {
   auto args = std::make_shared<WarmupArgs>();
   auto* cmd = app.add_subcommand("warmup", "Compile every kernel the shipped ops can select into the cache");
-  cmd->add_option("--arch", args->arch, "Target arch (default: the GPU's, else sm_90a)");
+  cmd->add_option("--arch", args->arch, "Target arch, or a comma-separated list (default: the GPU's, else sm_90a)")
+      ->check([](const std::string& v) {
+        parse_arch_list(v);
+        return std::string();
+      });
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: number of cores)");
-  cmd->add_option("--op", args->ops, "Only these ops (repeatable)");
+  cmd->add_option("--op", args->ops, "Only these ops (repeatable, or comma-separated)")->delimiter(',');
+  add_cache_dir_option(cmd);
   cmd->callback([args] {
-    int rc = run_warmup(*args);
+    int rc = 0;
+    if (args->arch.empty()) {
+      rc = run_warmup(*args);
+    } else {
+      for (const std::string& arch : parse_arch_list(args->arch)) {
+        WarmupArgs one = *args;
+        one.arch = arch;
+        rc = std::max(rc, run_warmup(one));
+      }
+    }
     if (rc) throw CLI::RuntimeError(rc);
   });
 }
