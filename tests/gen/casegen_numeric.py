@@ -1,5 +1,5 @@
 """numpy helpers shared by the golden generators tests/gen/*_golden.py: number formats, strided storage,
-fp32 "values" specs, RoPE.
+random 16-bit / e4m3 inputs, tensor specs, RoPE, and the generators' common main().
 
 numpy 1.24 has float16 but neither bfloat16 nor float8, so bf16 and e4m3 are implemented from their
 definitions:
@@ -16,10 +16,11 @@ Two e4m3 encoders with different jobs:
 Standard-library pieces (strides, JSON, scalar encoders) are in tests/gen/casegen_common.py.
 """
 import math
+import os
 
 import numpy as np
 
-from casegen_common import E4M3_POS_VALUES
+from casegen_common import E4M3_POS_VALUES, case_args, contiguous, storage_size, write_golden
 
 STORAGE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "e4m3": np.uint8}
 
@@ -163,6 +164,12 @@ def round_out(dtype, x64):
     return fp16_bits_from_f32(f32) if dtype == "fp16" else bf16_bits_from_finite_f32(f32)
 
 
+def out_bits(dtype, x64):
+    """Bits (row-major) of a float64 array rounded once to dtype (round_out), as a list of ints: a golden
+    file's expected output."""
+    return [int(b) for b in round_out(dtype, np.ascontiguousarray(x64).reshape(-1))]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Strided storage and "values" specs
 
@@ -175,6 +182,74 @@ def storage_index(shape, strides):
         sh[d] = e
         idx = idx + (np.arange(e, dtype=np.int64) * s).reshape(sh)
     return idx
+
+
+def gather(flat, shape, strides):
+    """Logical values (a copy) of a flat storage array through strides; zeros when any extent is 0."""
+    if any(e == 0 for e in shape):
+        return np.zeros(shape, dtype=np.float64)
+    return flat[storage_index(shape, strides)]
+
+
+def padded_strides(shape, pads):
+    """Class F strides: innermost 1, each outer stride the packed one plus pads[d] elements (pads in
+    multiples of 8 elements = 16 bytes for 16-bit types, so the strides stay class F on a device too),
+    outermost pad first."""
+    assert len(pads) == len(shape) - 1 and all(p % 8 == 0 for p in pads)
+    st = [1]
+    acc = shape[-1]
+    for d in range(len(shape) - 2, -1, -1):
+        acc += pads[d]
+        st.insert(0, acc)
+        acc *= shape[d]
+    return st
+
+
+class RandomTensor:
+    """A float input given by the bits of its whole storage (stride gaps included): random normal values
+    (or `values`, one per storage element) encoded by to_bits; `val` holds the logical values as float64."""
+
+    def __init__(self, rng, dtype, shape, strides=None, std=1.0, values=None):
+        self.dtype, self.shape = dtype, list(shape)
+        self.strides = list(strides) if strides is not None else contiguous(self.shape)
+        self.explicit_strides = strides is not None
+        n = storage_size(self.shape, self.strides)
+        if values is None:
+            values = rng.normal(0.0, std, size=n)
+        self.bits = to_bits(dtype, np.asarray(values, dtype=np.float64).reshape(-1)) if n else np.zeros(0, np.uint16)
+        assert self.bits.size == n
+        self.refresh()
+
+    def refresh(self):
+        """Recomputes `val` after `bits` changed."""
+        self.val = gather(from_bits(self.dtype, self.bits), self.shape, self.strides)
+
+    def spec(self):
+        s = {"shape": self.shape, "dtype": self.dtype}
+        if self.explicit_strides:
+            s["strides"] = self.strides
+        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
+        return s
+
+
+def poison(shape, dtype):
+    """An output tensor's spec, poisoned."""
+    return {"shape": list(shape), "dtype": dtype, "init": {"kind": "poison"}, "output": True}
+
+
+def int_tensor(shape, vals, strides=None, fill=-7777):
+    """An int32 input holding the logical values `vals` (row-major) in storage of `strides`; storage gaps
+    get `fill`."""
+    st = list(strides) if strides is not None else contiguous(shape)
+    n = storage_size(shape, st)
+    store = np.full(n, fill, dtype=np.int64)
+    if n:
+        store[storage_index(shape, st).reshape(-1)] = np.asarray(vals, dtype=np.int64).reshape(-1)
+    spec = {"shape": list(shape), "dtype": "int32"}
+    if strides is not None:
+        spec["strides"] = st
+    spec["init"] = {"kind": "values", "values": [int(x) for x in store]}
+    return spec
 
 
 def fmt_value(x):
@@ -210,3 +285,18 @@ def rope_rotate(x, cos, sin, layout, R):
         y[:, 0:R:2] = a * cos - b * sin
         y[:, 1:R:2] = b * cos + a * sin
     return y
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+def golden_main(doc, seed, cases, file_name):
+    """The main() of a golden generator: parses --out-dir, builds cases(np.random.default_rng(seed)) (a list
+    of (case, note)), writes them to OUT_DIR/file_name and prints each case's note."""
+    args = case_args(doc).parse_args()
+    built = cases(np.random.default_rng(seed))
+    write_golden(os.path.join(args.out_dir, file_name), built)
+    for c, note in built:
+        print(f"  {c['name']}: {note}")
+    return 0

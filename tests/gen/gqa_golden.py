@@ -38,9 +38,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, attention_config, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import (E4M3, bf16_bits_from_finite_f32, bf16_from_bits, e4m3_bits_nearest,  # noqa: E402
-                             fp16_from_bits, from_bits, rope_rotate, round_out, storage_index, to_bits,
+from casegen_common import TOL, attention_config, case_args, write_golden  # noqa: E402
+from casegen_numeric import (E4M3, RandomTensor, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+                             e4m3_bits_nearest, fp16_from_bits, out_bits, poison, rope_rotate, round_out,
                              values_spec)
 
 SEED = 20240722
@@ -67,40 +67,7 @@ def self_test():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Tensors
-
-
-def gather(flat, shape, strides):
-    """Logical view (a copy) of a flat storage array through strides."""
-    if any(e == 0 for e in shape):
-        return np.zeros(shape, dtype=flat.dtype)
-    return flat[storage_index(shape, strides)]
-
-
-class Tensor:
-    """A float input: random storage bits of its dtype, and the decoded logical values."""
-
-    def __init__(self, rng, dtype, shape, strides=None, std=1.0, values=None):
-        self.dtype, self.shape = dtype, list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(shape)
-        self.explicit_strides = strides is not None
-        n = storage_size(self.shape, self.strides)
-        if values is None:
-            values = rng.normal(0.0, std, size=n)
-        self.bits = to_bits(dtype, np.asarray(values, dtype=np.float64).reshape(-1)) if n else np.zeros(0, np.uint16)
-        assert self.bits.size == n
-        self.val = gather(from_bits(dtype, self.bits), self.shape, self.strides) if n else np.zeros(self.shape)
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit_strides:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
-
-
-# ----------------------------------------------------------------------------------------------------
-# The independent reference
+# The independent reference (the inputs are casegen_numeric.RandomTensor)
 
 
 def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink):
@@ -200,9 +167,9 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
          "alpha": sm_scale if sm_scale is not None else 1.0 / math.sqrt(D),
          "o_shape": q_shape, "lse_shape": lse_shape, "sinks": None}
     tensors = {}
-    c["q"] = Tensor(rng, dtype, q_shape, q_strides, std=std)
-    c["k"] = Tensor(rng, dtype, kv_shape, k_strides, std=std)
-    c["v"] = Tensor(rng, dtype, kv_shape, std=1.0 if not fp8 else std)
+    c["q"] = RandomTensor(rng, dtype, q_shape, q_strides, std=std)
+    c["k"] = RandomTensor(rng, dtype, kv_shape, k_strides, std=std)
+    c["v"] = RandomTensor(rng, dtype, kv_shape, std=1.0 if not fp8 else std)
     for n in ("q", "k", "v"):
         tensors[n] = c[n].spec()
     if varlen:
@@ -219,8 +186,8 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
         half = R // 2
         theta = 10000.0 ** (-np.arange(half) * 2.0 / R)
         ang = np.arange(P)[:, None] * theta[None, :]
-        c["rope_cos"] = Tensor(rng, cdt, [P, half], values=np.cos(ang).reshape(-1))
-        c["rope_sin"] = Tensor(rng, cdt, [P, half], values=np.sin(ang).reshape(-1))
+        c["rope_cos"] = RandomTensor(rng, cdt, [P, half], values=np.cos(ang).reshape(-1))
+        c["rope_sin"] = RandomTensor(rng, cdt, [P, half], values=np.sin(ang).reshape(-1))
         tensors["rope_cos"] = c["rope_cos"].spec()
         tensors["rope_sin"] = c["rope_sin"].spec()
     if sinks is not None:
@@ -229,14 +196,13 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
         c["sinks"] = [float(np.float32(x)) for x in sk]
         tensors["sinks"] = values_spec("fp32", [H], c["sinks"])
     o64, lse64 = expected(c)
-    poison = {"kind": "poison"}
-    tensors["o"] = {"shape": q_shape, "dtype": cdt, "init": poison, "output": True}
+    tensors["o"] = poison(q_shape, cdt)
     if with_lse:
-        tensors["lse"] = {"shape": lse_shape, "dtype": "fp32", "init": poison, "output": True}
+        tensors["lse"] = poison(lse_shape, "fp32")
     config = attention_config(causal, wl, wr, sm_scale, softcap, rope, R, explicit_rotary_dim, out_dtype, validate)
     if extra_config:
         config.update(extra_config)
-    golden = {"o": {"bits": [int(x) for x in round_out(cdt, o64.reshape(-1))]}}
+    golden = {"o": {"bits": out_bits(cdt, o64)}}
     compare = {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}
     if with_lse:
         golden["lse"] = {"values": [float(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")

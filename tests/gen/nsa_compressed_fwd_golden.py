@@ -27,9 +27,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, write_golden  # noqa: E402
-from casegen_numeric import fmt_value  # noqa: E402
-from nsa_golden_common import meta, out_bits, poison, rand_tensor  # noqa: E402
+from casegen_common import TOL  # noqa: E402
+from casegen_numeric import fmt_value, golden_main, out_bits, poison  # noqa: E402
+from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261202
 OP = "nsa_compressed_fwd"
@@ -94,13 +94,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_compressed_fwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, cases, "nsa_compressed_fwd_golden.json")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, write_golden  # noqa: E402
-from nsa_golden_common import int_tensor, meta, out_bits, poison, rand_tensor  # noqa: E402
+from casegen_common import TOL  # noqa: E402
+from casegen_numeric import golden_main, int_tensor, out_bits, poison  # noqa: E402
+from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261203
 OP = "nsa_selected_fwd"
@@ -132,13 +133,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_selected_fwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, cases, "nsa_selected_fwd_golden.json")
 
 
 if __name__ == "__main__":

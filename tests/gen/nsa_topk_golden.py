@@ -33,8 +33,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import case_args, write_golden  # noqa: E402
-from nsa_golden_common import meta, poison, rand_tensor, round_to  # noqa: E402
+from casegen_numeric import golden_main, poison  # noqa: E402
+from nsa_golden_common import meta, rand_tensor, round_to  # noqa: E402
 
 SEED = 20261204
 OP = "nsa_topk"
@@ -100,13 +100,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_topk_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, cases, "nsa_topk_golden.json")
 
 
 if __name__ == "__main__":
