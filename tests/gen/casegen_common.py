@@ -169,6 +169,36 @@ def indexer_compare(deterministic):
     return cmp
 
 
+class Errors:
+    """Collects the rejection cases of one op: err(name, config, tensors, category, contains, gpu_only) adds
+    {"name": prefix + name, "op", "config", "seed": seed0 + its index, "tensors", "expect_error"} (and
+    "gpu_only": true for a rule only a device call has)."""
+
+    def __init__(self, op, prefix, seed0):
+        self.op, self.prefix, self.seed0, self.cases = op, prefix, seed0, []
+
+    def err(self, name, config, tensors, category, contains, gpu_only=False):
+        c = {"name": self.prefix + name, "op": self.op, "config": config, "seed": self.seed0 + len(self.cases),
+             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
+        if gpu_only:
+            c["gpu_only"] = True
+        self.cases.append(c)
+
+
+def edited(base, f, **kw):
+    """A copy of base(**kw) (a valid call's tensors) passed through f, which edits it in place."""
+    t = copy.deepcopy(base(**kw))
+    f(t)
+    return t
+
+
+def config_with(config, **kw):
+    """A copy of `config` with the keys of kw set; a key given None is left out."""
+    c = dict(config)
+    c.update(kw)
+    return {k: v for k, v in c.items() if v is not None}
+
+
 def normal(std=1.0):
     return {"kind": "normal", "mean": 0.0, "std": std}
 
@@ -315,6 +345,21 @@ def case_args(doc, count=None, out_dir=True, out_file=None):
     if count is not None:
         ap.add_argument("--count", type=int, default=count)
     return ap
+
+
+def errors_then_gpu_main(doc, op, build_errors, gpu_cases, count):
+    """The main() of a generator whose GPU files wait for a kernel: writes OUT_DIR/<op>_errors.json from
+    build_errors(), and with --gpu OUT_DIR/gpu/<op>_grid.json and <op>_small.json from gpu_cases(--count)
+    (a (grid, small) pair; --count defaults to count)."""
+    ap = case_args(doc, count=count)
+    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
+    args = ap.parse_args()
+    write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), build_errors())
+    if args.gpu:
+        grid, small = gpu_cases(args.count)
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"), grid)
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"), small)
+    return 0
 
 
 def pinned_to(case, backend="hopper", prefix="hopper/", suffix="", drop=()):

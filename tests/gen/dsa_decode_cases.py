@@ -24,10 +24,11 @@ Usage: python3 tests/gen/dsa_decode_cases.py [--out-dir tests/cases] [--gpu] [--
 import os
 import random
 import sys
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, tensor,  # noqa: E402
-                            values, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, config_with, edited, errors_then_gpu_main,  # noqa: E402
+                            normal, random_padded_strides, tensor, values)
 
 OP = "dsa_decode"
 CFG = {"dim_tail": 0, "stride_kv": 1, "q_start_index_s": 0}
@@ -54,25 +55,13 @@ def reshape_indices(t, dim, val):
 
 
 def cfg(**kw):
-    c = dict(CFG)
-    c.update(kw)
-    return c
+    return config_with(CFG, **kw)
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "dsa-decode-error/" + name, "op": OP, "config": config, "seed": 7500 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
-    def edit(f, **kw):
-        t = base(**kw)
-        f(t)
-        return t
+    e = Errors(OP, "dsa-decode-error/", 7500)
+    err = e.err
+    edit = partial(edited, base)
 
     # --- param: dim_tail, stride_kv, q_start_index_s required integers in range; sm_scale finite > 0 ---
     for key, rule in (("dim_tail", "0 or a power of two in [16, 128]"), ("stride_kv", "an integer >= 1"),
@@ -173,7 +162,7 @@ def build_errors():
     for strides in ([512, 256, 64, 1], [256, 128, 64, 0]):
         err("layout/o-strides-" + "-".join(map(str, strides)), CFG, edit(lambda t: t["o"].update(strides=strides)),
             "layout", "o: expected a contiguous (row-major) tensor")
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -249,15 +238,7 @@ def gpu_cases(count):
 
 
 def main():
-    ap = case_args(__doc__, count=240)
-    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
-    args = ap.parse_args()
-    write_cases(os.path.join(args.out_dir, "dsa_decode_errors.json"), build_errors())
-    if args.gpu:
-        grid, small = gpu_cases(args.count)
-        write_cases(os.path.join(args.out_dir, "gpu", "dsa_decode_grid.json"), grid)
-        write_cases(os.path.join(args.out_dir, "gpu", "dsa_decode_small.json"), small)
-    return 0
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,11 @@ Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]
 import os
 import random
 import sys
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, case_args, normal, random_padded_strides, tensor, write_cases  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, case_args, edited, normal, random_padded_strides, tensor,  # noqa: E402
+                            write_cases)
 
 OP = "gqa_bwd"
 ACCEPTED_D = "expected head dim D in {64, 96, 128, 256}"
@@ -57,19 +59,9 @@ def base(dtype="fp16", B=1, S=4, H=2, H_kv=1, D=64):
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "gqa-bwd-error/" + name, "op": OP, "config": config, "seed": 6000 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
-    def edit(f, **kw):
-        t = base(**kw)
-        f(t)
-        return t
+    e = Errors(OP, "gqa-bwd-error/", 6000)
+    err = e.err
+    edit = partial(edited, base)
 
     # --- param: sm_scale finite and > 0; is_causal a boolean; unknown keys (gqa_fwd's options included) ---
     err("param/sm-scale-zero", {"sm_scale": 0.0}, base(), "param", "sm_scale: expected a finite value > 0, got 0")
@@ -163,7 +155,7 @@ def build_errors():
         nm = f"layout/{n}-strides-" + "-".join(map(str, strides))
         err(nm, {}, edit(lambda t: t[n].update(strides=strides)), "layout",
             f"{n}: expected a contiguous (row-major) tensor")
-    return cases
+    return e.cases
 
 
 def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, scale=None, padded=False, rng=None):

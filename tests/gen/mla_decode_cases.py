@@ -28,8 +28,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, scatter_pages,  # noqa: E402
-                            tensor, values, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, edited, errors_then_gpu_main, normal,  # noqa: E402
+                            random_padded_strides, scatter_pages, tensor, values)
 
 OP = "mla_decode"
 ACCEPTED_D = "expected head dim D in {128, 256, 512}"
@@ -60,19 +60,10 @@ def paged_base(dtype="fp16", B=2, H=2, H_kv=1, D=128, NP=3, PS=16, W=2, PE=64):
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "mla-decode-error/" + name, "op": OP, "config": config, "seed": 7000 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
+    e = Errors(OP, "mla-decode-error/", 7000)
+    err = e.err
     def edit(f, make=base, **kw):
-        t = make(**kw)
-        f(t)
-        return t
+        return edited(make, f, **kw)
 
     # --- param: validate_inputs a boolean; no other key (the contract has no parameters) ---
     err("param/validate-inputs-not-bool", {"validate_inputs": 1}, base(), "param", "validate_inputs: expected a boolean")
@@ -184,7 +175,7 @@ def build_errors():
     for strides in ([512, 256, 1], [256, 128, 0]):
         err("layout/o-strides-" + "-".join(map(str, strides)), {}, edit(lambda t: t["o"].update(strides=strides)),
             "layout", "o: expected a contiguous (row-major) tensor")
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -263,15 +254,7 @@ def gpu_cases(count):
 
 
 def main():
-    ap = case_args(__doc__, count=240)
-    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
-    args = ap.parse_args()
-    write_cases(os.path.join(args.out_dir, "mla_decode_errors.json"), build_errors())
-    if args.gpu:
-        grid, small = gpu_cases(args.count)
-        write_cases(os.path.join(args.out_dir, "gpu", "mla_decode_grid.json"), grid)
-        write_cases(os.path.join(args.out_dir, "gpu", "mla_decode_small.json"), small)
-    return 0
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Helpers of the NSA case generators (tests/gen/nsa_*_cases.py; SPEC.md §2.14-2.17). Standard library
 only: the packed metadata of a list of request lengths as "values" tensors, random request lengths, and
-the error-case builder.
+the generators' common main() (the error-case builder is casegen_common.Errors).
 """
-import copy
+import os
+import random
 
-from casegen_common import POISON, contiguous, random_padded_strides, tensor
+from casegen_common import case_args, contiguous, random_padded_strides, tensor, write_cases
 
 
 def ints(vals):
@@ -53,28 +54,25 @@ def maybe_padded(rng, shape, dtype, padded):
     return None if st == contiguous(shape) else st
 
 
-class Errors:
-    """Collects the error cases of one op: err(name, config, tensors, category, contains, gpu_only)."""
-
-    def __init__(self, op, prefix, seed0):
-        self.op, self.prefix, self.seed0, self.cases = op, prefix, seed0, []
-
-    def err(self, name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": self.prefix + name, "op": self.op, "config": config, "seed": self.seed0 + len(self.cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        self.cases.append(c)
-
-
-def edited(base, f, **kw):
-    t = copy.deepcopy(base(**kw))
-    f(t)
-    return t
-
-
 def set_values(t, name, vals):
     t[name]["init"] = ints(vals)
 
 
-POISON_INIT = POISON
+
+def build_set(grid_case, seed, prefix, count, seed0, small):
+    """count cases grid_case(rng, "prefix/NNN", seed0 + i, small), all from one random.Random(seed + seed0)."""
+    rng = random.Random(seed + seed0)
+    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
+
+
+def write_all(doc, op, name, seed, grid_case, build_errors, grid_seed0, small_seed0):
+    """The main() of an NSA case generator: OUT_DIR/gpu/<op>_grid.json (--count cases, default 160, named
+    nsa-<name>-grid/NNN), OUT_DIR/gpu/<op>_small.json (12 small ones, nsa-<name>-small/NNN) and
+    OUT_DIR/<op>_errors.json (build_errors())."""
+    args = case_args(doc, count=160).parse_args()
+    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"),
+                build_set(grid_case, seed, f"nsa-{name}-grid", args.count, grid_seed0, small=False))
+    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"),
+                build_set(grid_case, seed, f"nsa-{name}-small", 12, small_seed0, small=True))
+    write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), build_errors())
+    return 0

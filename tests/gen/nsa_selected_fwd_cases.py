@@ -23,12 +23,11 @@ until then).
 Usage: python3 tests/gen/nsa_selected_fwd_cases.py [--out-dir tests/cases]
 """
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, TOL, case_args, normal, tensor, write_cases  # noqa: E402
-from nsa_cases_common import Errors, edited, ints, maybe_padded, metadata, random_lens, set_values  # noqa: E402
+from casegen_common import Errors, OUTB, POISON, TOL, config_with, edited, normal, tensor  # noqa: E402
+from nsa_cases_common import ints, maybe_padded, metadata, random_lens, set_values, write_all  # noqa: E402
 
 OP = "nsa_selected_fwd"
 SEED = 0x45A3
@@ -49,14 +48,13 @@ def base(dtype="fp16", lens=(3, 5), H=16, H_kv=1, D=64, SEL=2):
 CFG = {"is_causal": True, "scale": 0.125, "block_size": 4}
 
 
+def cfg(**kw):
+    return config_with(CFG, **kw)
+
+
 def build_errors():
     e = Errors(OP, "nsa-selected-error/", 9500)
     err = e.err
-
-    def cfg(**kw):
-        c = dict(CFG)
-        c.update(kw)
-        return {k: v for k, v in c.items() if v is not None}
 
     # --- param ---
     err("param/is-causal-missing", cfg(is_causal=None), base(), "param",
@@ -263,19 +261,8 @@ def grid_case(rng, name, seed, small):
             "compare": {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}}
 
 
-def build_set(prefix, count, seed0, small):
-    rng = random.Random(SEED + seed0)
-    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
-
-
 def main():
-    args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_selected_fwd_grid.json"),
-                build_set("nsa-selected-grid", args.count, 91000, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_selected_fwd_small.json"),
-                build_set("nsa-selected-small", 12, 96000, small=True))
-    write_cases(os.path.join(args.out_dir, "nsa_selected_fwd_errors.json"), build_errors())
-    return 0
+    return write_all(__doc__, OP, "selected", SEED, grid_case, build_errors, 91000, 96000)
 
 
 if __name__ == "__main__":

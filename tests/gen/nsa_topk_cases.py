@@ -21,12 +21,11 @@ until then).
 Usage: python3 tests/gen/nsa_topk_cases.py [--out-dir tests/cases]
 """
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, case_args, normal, tensor, write_cases  # noqa: E402
-from nsa_cases_common import Errors, edited, ints, maybe_padded, metadata, random_lens, set_values  # noqa: E402
+from casegen_common import Errors, OUTB, POISON, config_with, edited, normal, tensor  # noqa: E402
+from nsa_cases_common import ints, maybe_padded, metadata, random_lens, set_values, write_all  # noqa: E402
 
 OP = "nsa_topk"
 SEED = 0x45A2
@@ -44,14 +43,13 @@ def base(dtype="fp16", lens=(3, 5), bs=4, H=16, H_kv=1, D=64, S=2):
 CFG = {"scale": 0.125, "selected_block_num": 2, "bs": 4}
 
 
+def cfg(**kw):
+    return config_with(CFG, **kw)
+
+
 def build_errors():
     e = Errors(OP, "nsa-topk-error/", 9300)
     err = e.err
-
-    def cfg(**kw):
-        c = dict(CFG)
-        c.update(kw)
-        return {k: v for k, v in c.items() if v is not None}
 
     # --- param ---
     err("param/scale-missing", cfg(scale=None), base(), "param", "scale: expected a finite value > 0, got none")
@@ -193,19 +191,8 @@ def grid_case(rng, name, seed, small):
             "compare": {"block_indices": {"mode": "topk"}}}
 
 
-def build_set(prefix, count, seed0, small):
-    rng = random.Random(SEED + seed0)
-    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
-
-
 def main():
-    args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_topk_grid.json"),
-                build_set("nsa-topk-grid", args.count, 92000, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_topk_small.json"),
-                build_set("nsa-topk-small", 12, 97000, small=True))
-    write_cases(os.path.join(args.out_dir, "nsa_topk_errors.json"), build_errors())
-    return 0
+    return write_all(__doc__, OP, "topk", SEED, grid_case, build_errors, 92000, 97000)
 
 
 if __name__ == "__main__":
