@@ -184,6 +184,49 @@ class Errors:
             c["gpu_only"] = True
         self.cases.append(c)
 
+    # The rules every op with 16-bit inputs shares, one case per tensor; base(**kw) returns a valid call's
+    # tensors (q among them).
+
+    def all_dtypes(self, config, base, names):
+        """dtype/all-<dt>: the tensors `names` all fp32, then all e4m3."""
+        for dt in ("fp32", "e4m3"):
+            t = base()
+            for n in names:
+                t[n]["dtype"] = dt
+            self.err(f"dtype/all-{dt}", config, t, "dtype", "q: expected fp16 or bf16, got " + dt)
+
+    def dtype_mismatches(self, config, base, triples):
+        """dtype/<n>-<dt>-for-<want>: for (n, dt, want), q and the others `want`, tensor n dt."""
+        for n, dt, want in triples:
+            self.err(f"dtype/{n}-{dt}-for-{want}", config, edited(base, lambda t: t[n].update(dtype=dt), dtype=want),
+                     "dtype", f"{n}: expected {want} (q's dtype), got {dt}")
+
+    def int64_metadata(self, config, base, names):
+        """dtype/<n>-int64: each int32 tensor of `names` int64 instead."""
+        for n in names:
+            self.err(f"dtype/{n}-int64", config, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
+                     f"{n}: expected int32, got int64")
+
+    def missing(self, config, base, names):
+        """args/<n>-missing: each required tensor of `names` left out."""
+        for n in names:
+            self.err(f"args/{n}-missing", config, edited(base, lambda t: t.pop(n)), "args",
+                     f"{n}: expected a tensor, got none")
+
+    def innermost_strides(self, config, base, pairs):
+        """layout/<n>-innermost-stride2: for (n, strides), tensor n with those strides (innermost 2)."""
+        for n, strides in pairs:
+            self.err(f"layout/{n}-innermost-stride2", config, edited(base, lambda t: t[n].update(strides=strides)),
+                     "layout", f"{n}: expected innermost stride 1")
+
+    def not_contiguous(self, config, base, pairs):
+        """layout/<n>-strides-<strides>: for (n, strides), tensor n (one that must be row-major) with those
+        strides."""
+        for n, strides in pairs:
+            self.err(f"layout/{n.replace('_', '-')}-strides-" + "-".join(map(str, strides)), config,
+                     edited(base, lambda t: t[n].update(strides=strides)), "layout",
+                     f"{n}: expected a contiguous (row-major) tensor")
+
 
 def edited(base, f, **kw):
     """A copy of base(**kw) (a valid call's tensors) passed through f, which edits it in place."""

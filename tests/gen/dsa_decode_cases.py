@@ -90,22 +90,16 @@ def build_errors():
     err("param/unknown-impl", cfg(impl="fast"), base(), "param", "impl: expected")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "kv", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("kv", "bf16", "fp16"), ("o", "fp16", "bf16"), ("kv", "fp32", "bf16"), ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edit(lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes(CFG, base, ("q", "kv", "o"))
+    e.dtype_mismatches(CFG, base, (("kv", "bf16", "fp16"), ("o", "fp16", "bf16"), ("kv", "fp32", "bf16"),
+                                   ("o", "fp32", "fp16")))
     err("dtype/indices-int64", CFG, edit(lambda t: t["indices"].update(dtype="int64")), "dtype",
         "indices: expected int32, got int64")
     err("dtype/indices-fp16", CFG, edit(lambda t: t["indices"].update(dtype="fp16")), "dtype",
         "indices: expected int32, got fp16")
 
     # --- args ---
-    for n in ("q", "kv", "indices", "o"):
-        err(f"args/{n}-missing", CFG, edit(lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "kv", "indices", "o"))
     err("args/unknown-tensor-k", CFG, edit(lambda t: t.update(k=tensor([1, 4, 1, 64], "fp16", normal()))), "args",
         "k: expected one of")
     err("args/unknown-tensor-lse", CFG, edit(lambda t: t.update(lse=tensor([1, 2, 2], "fp32", POISON, output=True))),
@@ -152,16 +146,12 @@ def build_errors():
             f"q: expected group size g = H / H_kv a power of two >= 16 when H_kv > 1, got {H // H_kv}")
 
     # --- layout ---
-    for n, strides in (("q", [512, 256, 128, 2]), ("kv", [512, 128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [512, 256, 128, 2]), ("kv", [512, 128, 128, 2])))
     err("layout/q-head-stride-136-bytes", CFG, edit(lambda t: t["q"].update(strides=[272, 136, 68, 1])), "layout",
         "q: expected dim 2 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/kv-token-stride-132-bytes", CFG, edit(lambda t: t["kv"].update(strides=[264, 66, 64, 1])), "layout",
         "kv: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
-    for strides in ([512, 256, 64, 1], [256, 128, 64, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), CFG, edit(lambda t: t["o"].update(strides=strides)),
-            "layout", "o: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, (("o", [512, 256, 64, 1]), ("o", [256, 128, 64, 0])))
     return e.cases
 
 

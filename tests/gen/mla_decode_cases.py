@@ -73,23 +73,16 @@ def build_errors():
     err("param/unknown-impl", {"impl": "fast"}, base(), "param", "impl: expected")
 
     # --- dtype: 16-bit inputs of one dtype, o in q's dtype, metadata int32 ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "q_pe", "k", "k_pe", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", {}, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("q_pe", "bf16", "fp16"), ("k", "bf16", "fp16"), ("k_pe", "fp16", "bf16"),
-                        ("o", "fp16", "bf16"), ("k", "fp32", "fp16"), ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", {}, edit(lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes({}, base, ("q", "q_pe", "k", "k_pe", "o"))
+    e.dtype_mismatches({}, base, (("q_pe", "bf16", "fp16"), ("k", "bf16", "fp16"), ("k_pe", "fp16", "bf16"),
+                                  ("o", "fp16", "bf16"), ("k", "fp32", "fp16"), ("o", "fp32", "fp16")))
     err("dtype/cache-seqlens-int64", {}, edit(lambda t: t.update(cache_seqlens=tensor([1], "int64", values([5])))),
         "dtype", "cache_seqlens: expected int32, got int64")
     err("dtype/block-table-int64", {}, edit(lambda t: t["block_table"].update(dtype="int64"), make=paged_base),
         "dtype", "block_table: expected int32, got int64")
 
     # --- args: q, q_pe, k, k_pe, o required; cache_seqlens required with block_table; no unknown names ---
-    for n in ("q", "q_pe", "k", "k_pe", "o"):
-        err(f"args/{n}-missing", {}, edit(lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing({}, base, ("q", "q_pe", "k", "k_pe", "o"))
     err("args/block-table-without-cache-seqlens", {}, edit(lambda t: t.pop("cache_seqlens"), make=paged_base), "args",
         "cache_seqlens: expected a tensor with block_table")
     err("args/unknown-tensor-v", {}, edit(lambda t: t.update(v=tensor([1, 5, 1, 128], "fp16", normal()))), "args",
@@ -164,17 +157,13 @@ def build_errors():
         "shape", "k_pe: expected dim 1 (PS, k's page size) = 16, got 32")
 
     # --- layout: inputs class F, metadata class M, o class O ---
-    for n, strides in (("q", [512, 256, 2]), ("q_pe", [256, 128, 2]), ("k", [1280, 256, 256, 2]),
-                       ("k_pe", [640, 128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", {}, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides({}, base, (("q", [512, 256, 2]), ("q_pe", [256, 128, 2]), ("k", [1280, 256, 256, 2]),
+                                   ("k_pe", [640, 128, 128, 2])))
     err("layout/k-token-stride-264-bytes", {}, edit(lambda t: t["k"].update(strides=[660, 132, 128, 1])), "layout",
         "k: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/q-pe-head-stride-136-bytes", {}, edit(lambda t: t["q_pe"].update(strides=[136, 68, 1])), "layout",
         "q_pe: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
-    for strides in ([512, 256, 1], [256, 128, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), {}, edit(lambda t: t["o"].update(strides=strides)),
-            "layout", "o: expected a contiguous (row-major) tensor")
+    e.not_contiguous({}, base, (("o", [512, 256, 1]), ("o", [256, 128, 0])))
     return e.cases
 
 

@@ -69,24 +69,15 @@ def build_errors():
     err("param/unknown-impl", cfg(impl="fast"), base(), "param", "impl: expected")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k_cmp", "v_cmp", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("k_cmp", "bf16", "fp16"), ("v_cmp", "fp16", "bf16"), ("o", "fp16", "bf16"),
-                        ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edited(base, lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes(CFG, base, ("q", "k_cmp", "v_cmp", "o"))
+    e.dtype_mismatches(CFG, base, (("k_cmp", "bf16", "fp16"), ("v_cmp", "fp16", "bf16"), ("o", "fp16", "bf16"),
+                                   ("o", "fp32", "fp16")))
     err("dtype/lse-bf16", CFG, edited(base, lambda t: t["lse"].update(dtype="bf16")), "dtype",
         "lse: expected fp32, got bf16")
-    for n in ("offsets", "chunk_offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.int64_metadata(CFG, base, ("offsets", "chunk_offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k_cmp", "v_cmp", "offsets", "chunk_offsets", "token_indices", "o"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k_cmp", "v_cmp", "offsets", "chunk_offsets", "token_indices", "o"))
     err("args/unknown-tensor-block-indices", CFG,
         edited(base, lambda t: t.update(block_indices=tensor([8, 1, 2], "int32", {"kind": "values", "values": [0] * 16}))),
         "args", "block_indices: expected one of")
@@ -141,9 +132,7 @@ def build_errors():
     err("shape/h16-hkv16-mha", CFG, base(H=16, H_kv=16), "shape", "(group 1)")
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2]), ("v_cmp", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2]), ("v_cmp", [128, 128, 2])))
     err("layout/q-head-stride-136-bytes", CFG, edited(base, lambda t: t["q"].update(strides=[1088, 68, 1])), "layout",
         "q: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/v-cmp-row-stride-136-bytes", CFG, edited(base, lambda t: t["v_cmp"].update(strides=[68, 64, 1])),
@@ -154,9 +143,7 @@ def build_errors():
     err("layout/chunk-offsets-strided", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(strides=[2], init={"kind": "values", "values": [0, -1, 1, -1, 3]})),
         "layout", "chunk_offsets: expected a contiguous (row-major) tensor")
-    for n, strides in (("o", [2048, 64, 1]), ("o", [1024, 64, 0]), ("lse", [32, 1]), ("lse", [1, 8])):
-        err(f"layout/{n}-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t[n].update(strides=strides)), "layout", f"{n}: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, (("o", [2048, 64, 1]), ("o", [1024, 64, 0]), ("lse", [32, 1]), ("lse", [1, 8])))
 
     # --- content (validate_inputs): the caller contract of §2.14 ---
     V = cfg(validate_inputs=True)

@@ -74,21 +74,12 @@ def build_errors():
         "validate_inputs: expected a boolean")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k", "v", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("k", "bf16", "fp16"), ("v", "fp16", "bf16"), ("o", "bf16", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edited(base, lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
-    for n in ("block_indices", "block_counts", "offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.all_dtypes(CFG, base, ("q", "k", "v", "o"))
+    e.dtype_mismatches(CFG, base, (("k", "bf16", "fp16"), ("v", "fp16", "bf16"), ("o", "bf16", "fp16")))
+    e.int64_metadata(CFG, base, ("block_indices", "block_counts", "offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k", "v", "block_indices", "block_counts", "offsets", "token_indices", "o"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k", "v", "block_indices", "block_counts", "offsets", "token_indices", "o"))
     err("args/unknown-tensor-chunk-offsets", CFG,
         edited(base, lambda t: t.update(chunk_offsets=tensor([3], "int32", ints([0, 1, 3])))), "args",
         "chunk_offsets: expected one of")
@@ -138,17 +129,13 @@ def build_errors():
         "k: expected a group size H / H_kv that is a multiple of 16, got H = 32, H_kv = 4 (group 8)")
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k", [128, 128, 2]), ("v", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k", [128, 128, 2]), ("v", [128, 128, 2])))
     err("layout/k-token-stride-136-bytes", CFG, edited(base, lambda t: t["k"].update(strides=[68, 64, 1])), "layout",
         "k: expected dim 0 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/offsets-strided", CFG,
         edited(base, lambda t: t["offsets"].update(strides=[2], init=ints([0, -1, 3, -1, 8]))), "layout",
         "offsets: expected a contiguous (row-major) tensor")
-    for strides in ([2048, 64, 1], [1024, 64, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t["o"].update(strides=strides)), "layout", "o: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, (("o", [2048, 64, 1]), ("o", [1024, 64, 0])))
 
     # --- content (validate_inputs) ---
     V = cfg(validate_inputs=True)

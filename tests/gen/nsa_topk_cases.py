@@ -69,20 +69,13 @@ def build_errors():
     err("param/validate-inputs-not-bool", cfg(validate_inputs=0), base(), "param", "validate_inputs: expected a boolean")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k_cmp"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
+    e.all_dtypes(CFG, base, ("q", "k_cmp"))
     err("dtype/k-cmp-bf16-for-fp16", CFG, edited(base, lambda t: t["k_cmp"].update(dtype="bf16")), "dtype",
         "k_cmp: expected fp16 (q's dtype), got bf16")
-    for n in ("block_indices", "offsets", "chunk_offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.int64_metadata(CFG, base, ("block_indices", "offsets", "chunk_offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k_cmp", "offsets", "chunk_offsets", "token_indices", "block_indices"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k_cmp", "offsets", "chunk_offsets", "token_indices", "block_indices"))
     err("args/unknown-tensor-lse", CFG, edited(base, lambda t: t.update(lse=tensor([8, 16], "fp32", normal()))),
         "args", "lse: expected one of")
 
@@ -116,18 +109,13 @@ def build_errors():
         "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 64, H_kv = 8 (group 8)")
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2])))
     err("layout/q-token-stride-2056-bytes", CFG, edited(base, lambda t: t["q"].update(strides=[1028, 64, 1])),
         "layout", "q: expected dim 0 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/chunk-offsets-strided", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(strides=[3], init=ints([0, 9, 9, 1, 9, 9, 3]))), "layout",
         "chunk_offsets: expected a contiguous (row-major) tensor")
-    for strides in ([4, 2, 1], [2, 2, 0], [1, 2, 8]):
-        err("layout/block-indices-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t["block_indices"].update(strides=strides)), "layout",
-            "block_indices: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, [("block_indices", st) for st in ([4, 2, 1], [2, 2, 0], [1, 2, 8])])
 
     # --- content (validate_inputs) ---
     V = cfg(validate_inputs=True)
