@@ -25,7 +25,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import Errors, OUTB, POISON, config_with, edited, normal, tensor  # noqa: E402
-from nsa_cases_common import ints, maybe_padded, metadata, random_lens, set_values, write_all  # noqa: E402
+from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
+                              metadata_shape_errors, offsets_errors, random_heads, random_lens,
+                              set_values, token_errors, write_all)
 
 OP = "nsa_topk"
 SEED = 0x45A2
@@ -91,22 +93,13 @@ def build_errors():
         err(f"shape/block-indices-dim{dim}-{val}", CFG,
             edited(base, lambda t: t["block_indices"]["shape"].__setitem__(dim, val)), "shape",
             f"block_indices: expected dim {dim} ({what}) = {want}, got {val}")
-    err("shape/offsets-empty", CFG, edited(base, lambda t: t["offsets"].update(shape=[0], init=ints([]))), "shape",
-        "offsets: expected at least 1 element ([N + 1]), got 0")
-    err("shape/token-indices-rows-differ", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[6, 2], init=ints([0] * 12))), "shape",
-        "token_indices: expected dim 0 (T, q's tokens) = 8, got 6")
+    metadata_shape_errors(e, CFG, base, token_rows=6)
     err("shape/chunk-offsets-length-differs", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(shape=[2], init=ints([0, 3]))), "shape",
         "chunk_offsets: expected dim 0 (N + 1, offsets' length) = 3, got 2")
     for D in (32, 96, 256):
         err(f"shape/d{D}", CFG, base(D=D), "shape", f"q: expected head dim D in {{64, 128}}, got {D}")
-    err("shape/h16-hkv5", CFG, base(H=16, H_kv=5), "shape",
-        "k_cmp: expected H_kv dividing H (H % H_kv == 0), got H = 16, H_kv = 5")
-    err("shape/h4-hkv1-group4", CFG, base(H=4, H_kv=1), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 4, H_kv = 1 (group 4)")
-    err("shape/h64-hkv8-group8", CFG, base(H=64, H_kv=8), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 64, H_kv = 8 (group 8)")
+    head_errors(e, CFG, base, "k_cmp", (16, 5), ((4, 1), (64, 8)))
 
     # --- layout ---
     e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2])))
@@ -119,21 +112,8 @@ def build_errors():
 
     # --- content (validate_inputs) ---
     V = cfg(validate_inputs=True)
-    tok = [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2, 1, 3, 1, 4]
-    err("content/offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "offsets", [-1, 3, 8])), "content",
-        "offsets: expected element 0 to be 0, got -1")
-    err("content/offsets-decreasing", V, edited(base, lambda t: set_values(t, "offsets", [0, 9, 8])), "content",
-        "offsets: expected non-decreasing offsets, got 8 after 9 at index 2")
-    err("content/offsets-last-not-t", V, edited(base, lambda t: set_values(t, "offsets", [0, 3, 6])), "content",
-        "offsets: expected the last offset (index 2) to be T = 8, got 6")
-    bad = list(tok)
-    bad[4] = 1
-    err("content/token-request-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad)), "content",
-        "token_indices: expected token 2's request id n with offsets[n] <= 2 < offsets[n + 1], got 1 at [2, 0]")
-    bad2 = list(tok)
-    bad2[13] = 0
-    err("content/token-position-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad2)), "content",
-        "token_indices: expected token 6's position 6 - offsets[1] = 3, got 0 at [6, 1]")
+    offsets_errors(e, V, base, first=-1, decreasing=(9, 8), last=6)
+    token_errors(e, V, base, (("request-wrong", 4, 1), ("position-wrong", 13, 0)))
     err("content/chunk-offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "chunk_offsets", [2, 1, 3])),
         "content", "chunk_offsets: expected element 0 to be 0, got 2")
     err("content/chunk-count-wrong", V, edited(base, lambda t: set_values(t, "chunk_offsets", [0, 1, 2])), "content",
@@ -147,10 +127,7 @@ def build_errors():
 
 
 def grid_case(rng, name, seed, small):
-    dtype = rng.choice(["fp16", "bf16"])
-    H_kv = rng.choice([1, 1, 2] if small else [1, 1, 2, 4])
-    G = rng.choice([16, 16, 32] if small else [16, 16, 32, 64])
-    H = G * H_kv
+    dtype, H_kv, G, H = random_heads(rng, small)
     D = rng.choice([64, 128])
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 64, 64])
     S = rng.choice([1, 2, 4, 7] if small else [1, 2, 3, 4, 8, 16, 16, 32, 64, 100, 128])
@@ -172,7 +149,7 @@ def grid_case(rng, name, seed, small):
     config = {"scale": scale, "selected_block_num": S, "bs": bs}
     if validate:
         config["validate_inputs"] = True
-    lname = "-".join(map(str, lens)) if len(lens) <= 3 else f"n{len(lens)}-t{T}"
+    lname = lens_label(lens, T)
     full = (f"{name}/{dtype}/g{G}-h{H}kv{H_kv}/d{D}/bs{bs}/s{S}/lens{lname}" + ("/padded" if padded else "") +
             ("/validate" if validate else ""))
     return {"name": full, "op": OP, "config": config, "seed": seed, "tensors": t,
