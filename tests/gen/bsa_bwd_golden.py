@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_numeric import RandomTensor, from_bits, golden_main, out_bits, poison, values_spec  # noqa: E402
+from casegen_numeric import RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison, values_spec  # noqa: E402
 
 SEED = 20261201
 GRAD_TOL = 2e-2
@@ -148,7 +148,7 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
     q_shape = q.shape
     kv_shape = k.shape
     tensors = {"do": do.spec(), "q": q.spec(), "k": k.spec(), "v": v.spec(),
-               "o": {"shape": q_shape, "dtype": dtype, "init": {"kind": "bits", "bits": o_bits}},
+               "o": bits_spec(dtype, q_shape, o_bits),
                "lse": values_spec("fp32", [B, H, S_q], lse32.reshape(-1)),
                "q2k_block_index": values_spec("int32", [B, H, N_q, K_max], index.reshape(-1))}
     if nums is not None:

@@ -225,11 +225,16 @@ class RandomTensor:
         self.val = gather(from_bits(self.dtype, self.bits), self.shape, self.strides)
 
     def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit_strides:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
+        return bits_spec(self.dtype, self.shape, self.bits, self.strides if self.explicit_strides else None)
+
+
+def bits_spec(dtype, shape, bits, strides=None):
+    """An input tensor's spec given by the bits of its whole storage (strides stated only when given)."""
+    s = {"shape": list(shape), "dtype": dtype}
+    if strides is not None:
+        s["strides"] = list(strides)
+    s["init"] = {"kind": "bits", "bits": [int(b) for b in bits]}
+    return s
 
 
 def poison(shape, dtype):

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, contiguous, storage_size  # noqa: E402
-from casegen_numeric import (RandomTensor, from_bits, gather, golden_main, out_bits, padded_strides, poison,  # noqa: E402
+from casegen_numeric import (RandomTensor, bits_spec, from_bits, gather, golden_main, out_bits, padded_strides, poison,  # noqa: E402
                              round_out, storage_index, values_spec)
 
 SEED = 20261201
@@ -119,10 +119,7 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
                     dk[b, j, r] += alpha * ds * Q[b, i, h]
                     dv[b, j, r] += p * dO[b, i, h]
 
-    o_spec = {"shape": q_shape, "dtype": dtype}
-    if "o" in strides:
-        o_spec["strides"] = o_st
-    o_spec["init"] = {"kind": "bits", "bits": [int(x) for x in o_bits]}
+    o_spec = bits_spec(dtype, q_shape, o_bits, o_st if "o" in strides else None)
     tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(), "o": o_spec, "do": do.spec(),
                "lse": values_spec("fp32", [B, H, S], lse32.reshape(-1)),
                "dq": poison(q_shape, dtype), "dk": poison(kv_shape, dtype), "dv": poison(kv_shape, dtype)}

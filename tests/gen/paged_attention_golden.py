@@ -50,7 +50,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import (ELEM_BYTES, TOL, attention_config, case_args, contiguous, storage_size,  # noqa: E402
                             write_golden)
-from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits, bits_spec,  # noqa: E402
                              e4m3_bits_nearest, fp16_from_bits, from_bits, rope_rotate, round_out, storage_index,
                              to_bits, values_spec)
 
@@ -131,11 +131,7 @@ class Tensor:
         return from_bits(self.dtype, self.bits)[storage_index(self.shape, self.strides)]
 
     def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit_strides:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
+        return bits_spec(self.dtype, self.shape, self.bits, self.strides if self.explicit_strides else None)
 
 
 def padded_strides(shape, dtype, pads):
