@@ -31,7 +31,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, case_args, contiguous, normal, random_padded_strides, tensor,  # noqa: E402
+from casegen_common import (OUTB, POISON, case_args, contiguous, draw_heads, normal, random_padded_strides, tensor,  # noqa: E402
                             write_cases)
 
 SEED = 0xB5AB
@@ -119,16 +119,7 @@ def draw(rng, small=False):
     d["layout"] = rng.choice(["bhsd", "bshd"])
     d["bs"] = rng.choice([64, 128])
     d["D"] = rng.choice([64, 128])
-    kind = rng.choice(["mha", "gqa2", "gqa4", "mqa"])
-    if kind == "mha":
-        d["H_kv"] = rng.choice([1, 2, 3] if not small else [1, 2])
-        d["H"] = d["H_kv"]
-    elif kind == "mqa":
-        d["H_kv"], d["H"] = 1, rng.choice([2, 4, 8] if not small else [2, 3])
-    else:
-        g = 2 if kind == "gqa2" else 4
-        d["H_kv"] = rng.choice([1, 2])
-        d["H"] = g * d["H_kv"]
+    d["H_kv"], d["H"] = draw_heads(rng, (2, 4), small, gqa_kv_small=[1, 2])
     d["B"] = rng.choice([1, 1, 2])
     qlens = [x for x in Q_LENGTHS if not small or x <= 130]
     kvlens = [x for x in KV_LENGTHS if (x % d["bs"] != 1) and (not small or x <= 200)]

@@ -54,6 +54,19 @@ def random_sinks(rng, kind, H):
     return vals
 
 
+def draw_heads(rng, groups, small, gqa_kv_small):
+    """(H_kv, H) of a random MHA, GQA (group size groups[0] or groups[1]) or MQA configuration: one rng.choice
+    of the kind, then one or two more. gqa_kv_small: the H_kv choices of a small GQA draw."""
+    kind = rng.choice(["mha", "gqa0", "gqa1", "mqa"])
+    if kind == "mha":
+        H_kv = rng.choice([1, 2, 3] if not small else [1, 2])
+        return H_kv, H_kv
+    if kind == "mqa":
+        return 1, rng.choice([2, 4, 8] if not small else [2, 3])
+    H_kv = rng.choice([1, 2] if not small else gqa_kv_small)
+    return H_kv, groups[int(kind[3])] * H_kv
+
+
 def scatter_pages(rng, need, spare):
     """Scattered, non-monotonic physical pages: a shuffled range of sum(need) + spare page ids (one
     rng.shuffle), cut into need[b] pages for request b in order. Returns (total, pages)."""

@@ -33,7 +33,7 @@ import sys
 from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (Errors, OUTB, POISON, case_args, edited, normal, random_padded_strides, tensor,  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, case_args, draw_heads, edited, normal, random_padded_strides, tensor,  # noqa: E402
                             write_cases)
 
 OP = "gqa_bwd"
@@ -175,16 +175,7 @@ def draw(rng, small=False):
     d = {"dtype": rng.choice(["fp16", "bf16"]), "causal": rng.random() < 0.6, "det": rng.random() < 0.35}
     d["backend"] = rng.choice(["portable", "hopper"])
     d["D"] = rng.choice([64, 128] if d["backend"] == "hopper" else [64, 96, 128, 256])
-    kind = rng.choice(["mha", "gqa4", "gqa8", "mqa"])
-    if kind == "mha":
-        d["H_kv"] = rng.choice([1, 2, 3] if not small else [1, 2])
-        d["H"] = d["H_kv"]
-    elif kind == "mqa":
-        d["H_kv"], d["H"] = 1, rng.choice([2, 4, 8] if not small else [2, 3])
-    else:
-        g = 4 if kind == "gqa4" else 8
-        d["H_kv"] = rng.choice([1, 2] if not small else [1])
-        d["H"] = g * d["H_kv"]
+    d["H_kv"], d["H"] = draw_heads(rng, (4, 8), small, gqa_kv_small=[1])
     r = rng.random()
     if small:
         d["S"] = rng.choice([1, 2, 17, 63, 64, 65, 130, 200])

@@ -47,6 +47,15 @@ def random_lens(rng, N, max_len, short=0):
     return lens
 
 
+def random_lens_within(rng, N, max_len, short, cost, limit):
+    """random_lens(rng, N, max_len, short) drawn again with max_len halved until cost(lens) <= limit."""
+    while True:
+        lens = random_lens(rng, N, max_len, short=short)
+        if cost(lens) <= limit:
+            return lens
+        max_len = max(1, max_len // 2)
+
+
 def maybe_padded(rng, shape, dtype, padded):
     """Class F strides for a 16-bit input: random 16-byte paddings when `padded`, else None (contiguous)."""
     if not padded or any(e == 0 for e in shape):

@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import Errors, OUTB, POISON, TOL, config_with, edited, normal, tensor  # noqa: E402
 from nsa_cases_common import (head_errors, lens_label, maybe_padded, metadata, metadata_shape_errors,  # noqa: E402
-                              offsets_errors, random_heads, random_lens, set_values, token_errors,
+                              offsets_errors, random_heads, random_lens_within, set_values, token_errors,
                               write_all)
 
 OP = "nsa_compressed_fwd"
@@ -161,13 +161,8 @@ def grid_case(rng, name, seed, small):
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 32, 64, 64, 100])
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 200, 700, 1500])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        cost = T * H * (max(lens) // bs + 1) * (DK + DV)
-        if cost <= (2e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * (max(ls) // bs + 1) * (DK + DV),
+                              2e6 if small else MAX_COST)
     with_lse = rng.random() < 0.75
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3

@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import Errors, OUTB, POISON, TOL, config_with, edited, normal, tensor  # noqa: E402
 from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
-                              metadata_shape_errors, offsets_errors, random_heads, random_lens,
+                              metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
                               set_values, token_errors, write_all)
 
 OP = "nsa_selected_fwd"
@@ -150,12 +150,7 @@ def grid_case(rng, name, seed, small):
     SEL = rng.randint(1, 4 if small else 16)
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 300, 1000, 2000])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        if T * H * SEL * bs * D <= (3e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * SEL * bs * D, 3e6 if small else MAX_COST)
     repeats = rng.random() < 0.2
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3

@@ -26,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import Errors, OUTB, POISON, config_with, edited, normal, tensor  # noqa: E402
 from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
-                              metadata_shape_errors, offsets_errors, random_heads, random_lens,
+                              metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
                               set_values, token_errors, write_all)
 
 OP = "nsa_topk"
@@ -133,12 +133,8 @@ def grid_case(rng, name, seed, small):
     S = rng.choice([1, 2, 4, 7] if small else [1, 2, 3, 4, 8, 16, 16, 32, 64, 100, 128])
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 300, 1000, 3000])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        if T * H * (max(lens) // bs + 1) * D <= (2e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * (max(ls) // bs + 1) * D,
+                              2e6 if small else MAX_COST)
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3
     meta, T, C = metadata(lens, bs)
