@@ -28,6 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from casegen_common import CaseList  # noqa: E402
 from casegen_numeric import RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison, values_spec  # noqa: E402
 
 SEED = 20261201
@@ -178,11 +179,8 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
 
 
 def cases(rng):
-    out, seed = [], [5000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "bsa-bwd-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "bsa-bwd-golden/", 5000)
+    add = out.add
 
     add("bf16/bhsd/bs64/d64/h2kv2/sq70-skv150/fixed2/bucket4", dtype="bf16", layout="bhsd", bs=64, B=1, H=2, H_kv=2,
         S_q=70, S_kv=150, D=64, K_max=2, extra_config={"bucket_size_blocks": 4})

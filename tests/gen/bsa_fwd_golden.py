@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, write_golden  # noqa: E402
+from casegen_common import TOL, CaseList, case_args, write_golden  # noqa: E402
 from casegen_numeric import (RandomTensor, e4m3_bits_satfinite, e4m3_from_bits, out_bits, poison,  # noqa: E402
                              values_spec)
 
@@ -171,11 +171,8 @@ def bsa_fwd_case(rng, name, seed, *, dtype, layout="bhsd", bs=64, B=1, H=2, H_kv
 
 
 def bsa_fwd_cases(rng):
-    cases, seed = [], [5000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(bsa_fwd_case(rng, "bsa-fwd-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, bsa_fwd_case, "bsa-fwd-golden/", 5000)
+    add = cases.add
 
     add("bf16/bhsd/bs64/d64/mha/fixed-kmax/sq70-skv130", dtype="bf16", S_q=70, S_kv=130, K_max=3)
     add("fp16/bshd/bs64/d64-dv128/gqa/variable/empty/bsz1-short/validate", dtype="fp16", layout="bshd", H=4, H_kv=2,
@@ -282,11 +279,8 @@ def fp8_case(rng, name, seed, *, B=1, H=2, S_q=64, S_kv=128, K_max=2, counts=Non
 
 
 def fp8_cases(rng):
-    cases, seed = [], [6000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(fp8_case(rng, "bsa-fp8-fwd-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, fp8_case, "bsa-fp8-fwd-golden/", 6000)
+    add = cases.add
 
     add("fixed-kmax/sq64-skv128", S_q=64, S_kv=128, K_max=2)
     add("variable/empty/bsz1-short/sq70-skv150/validate", S_q=70, S_kv=150, K_max=3, counts="variable",

@@ -182,6 +182,19 @@ def indexer_compare(deterministic):
     return cmp
 
 
+class CaseList(list):
+    """Cases built in order: add(name, **kw) appends build(rng, prefix + name, seed, **kw) with the seeds
+    seed0 + 1, seed0 + 2, ... (a golden generator's cases(rng))."""
+
+    def __init__(self, rng, build, prefix, seed0):
+        super().__init__()
+        self.rng, self.build, self.prefix, self.seed = rng, build, prefix, seed0
+
+    def add(self, name, **kw):
+        self.seed += 1
+        self.append(self.build(self.rng, self.prefix + name, self.seed, **kw))
+
+
 class Errors:
     """Collects the rejection cases of one op: err(name, config, tensors, category, contains, gpu_only) adds
     {"name": prefix + name, "op", "config", "seed": seed0 + its index, "tensors", "expect_error"} (and

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
 from casegen_numeric import RandomTensor, golden_main, out_bits, padded_strides, poison, values_spec  # noqa: E402
 
 SEED = 20261203
@@ -100,11 +100,8 @@ def build_case(rng, name, seed, *, dtype, B, S, H, H_kv, S_kv, K, D, dim_tail, s
 
 
 def cases(rng):
-    out, seed = [], [41000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "dsa-decode-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "dsa-decode-golden/", 41000)
+    add = out.add
 
     # stride_kv 1 and 4; q_start_index_s 0 (the early rows of stride 4 are exactly zero) and > 0; causal and
     # not; dim_tail 0 / 16 / 64 / 128; D 64 / 128 / 256 / 512; H_kv = 1 (g up to 16) and H_kv = 2 (g = 16, the

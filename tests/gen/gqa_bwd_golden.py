@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, contiguous, storage_size  # noqa: E402
+from casegen_common import TOL, CaseList, contiguous, storage_size  # noqa: E402
 from casegen_numeric import (RandomTensor, bits_spec, from_bits, gather, golden_main, out_bits, padded_strides, poison,  # noqa: E402
                              round_out, storage_index, values_spec)
 
@@ -137,11 +137,8 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
 
 
 def cases(rng):
-    out, seed = [], [21000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "gqa-bwd-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "gqa-bwd-golden/", 21000)
+    add = out.add
 
     # MHA, GQA (g = 4 with H_kv > 1), MQA (H_kv = 1 with g = 4 and g = 8); causal and not; S = 1; S not a
     # multiple of 64; D 64/96/128/256; fp16/bf16; sm_scale unset and set; padded and broadcast strides.

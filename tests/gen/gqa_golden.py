@@ -34,11 +34,12 @@ Usage: /usr/bin/python3 tests/gen/gqa_golden.py [--out-dir DIR] [--self-test-onl
 import math
 import os
 import sys
+from functools import partial
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, attention_config, case_args, write_golden  # noqa: E402
+from casegen_common import TOL, CaseList, attention_config, case_args, write_golden  # noqa: E402
 from casegen_numeric import (E4M3, RandomTensor, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
                              e4m3_bits_nearest, fp16_from_bits, out_bits, poison, rope_rotate, round_out,
                              values_spec)
@@ -217,12 +218,8 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
 
 
 def dense_cases(rng):
-    cases, seed = [], [3000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        case, n_empty = build_case(rng, "gqa-golden/" + name, seed[0], varlen=False, **kw)
-        cases.append((case, n_empty))
+    cases = CaseList(rng, partial(build_case, varlen=False), "gqa-golden/", 3000)
+    add = cases.add
 
     add("fp16/d64/h2kv2/causal/sq16-skv16/b2", dtype="fp16", H=2, H_kv=2, D=64, B=2, S_q=16, S_kv=16)
     add("bf16/d64/h4kv2/causal/sq5-skv23", dtype="bf16", H=4, H_kv=2, D=64, S_q=5, S_kv=23, validate=True)
@@ -261,12 +258,8 @@ def dense_cases(rng):
 
 
 def varlen_cases(rng):
-    cases, seed = [], [4000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        case, n_empty = build_case(rng, "gqa-varlen-golden/" + name, seed[0], varlen=True, **kw)
-        cases.append((case, n_empty))
+    cases = CaseList(rng, partial(build_case, varlen=True), "gqa-varlen-golden/", 4000)
+    add = cases.add
 
     add("fp16/d64/h4kv2/causal/q3,0,5-kv7,4,5", dtype="fp16", H=4, H_kv=2, D=64, q_lens=[3, 0, 5],
         kv_lens=[7, 4, 5], validate=True)

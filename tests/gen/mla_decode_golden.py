@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
 from casegen_numeric import (RandomTensor, golden_main, out_bits, padded_strides, poison, storage_index,  # noqa: E402
                              to_bits, values_spec)
 
@@ -140,11 +140,8 @@ def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, le
 
 
 def cases(rng):
-    out, seed = [], [31000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "mla-decode-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "mla-decode-golden/", 31000)
+    add = out.add
 
     # The contract: q [B, H, D], no lengths; H_kv = 1 (MQA, the DeepSeek shape) and H_kv > 1; D 128/256/512;
     # N_kv not a tile multiple; N_kv = 0.

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
 from casegen_numeric import fmt_value, golden_main, out_bits, poison  # noqa: E402
 from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
@@ -73,11 +73,8 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, DK, DV, scale, with
 
 
 def cases(rng):
-    out, seed = [], [31000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "nsa-compressed-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "nsa-compressed-golden/", 31000)
+    add = out.add
 
     add("fp16/g16-h16kv1/d64/bs4/lens3-0-6", dtype="fp16", lens=[3, 0, 6], bs=4, H=16, H_kv=1, DK=64, DV=64,
         scale=0.125)

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
 from casegen_numeric import golden_main, int_tensor, out_bits, poison  # noqa: E402
 from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
@@ -108,11 +108,8 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, D, SEL, scale, caus
 
 
 def cases(rng):
-    out, seed = [], [32000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "nsa-selected-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "nsa-selected-golden/", 32000)
+    add = out.add
 
     add("fp16/causal/g16-h16kv1/d64/bs4/sel3/lens6-0-7", dtype="fp16", lens=[6, 0, 7], bs=4, H=16, H_kv=1, D=64,
         SEL=3, scale=0.125, causal=True, q_head_bcast=True)

@@ -48,7 +48,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, TOL, attention_config, case_args, contiguous, storage_size,  # noqa: E402
+from casegen_common import (ELEM_BYTES, TOL, CaseList, attention_config, case_args, contiguous, storage_size,  # noqa: E402
                             write_golden)
 from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits, bits_spec,  # noqa: E402
                              e4m3_bits_nearest, fp16_from_bits, from_bits, rope_rotate, round_out, storage_index,
@@ -345,11 +345,8 @@ def gqa_paged_case(rng, name, seed, *, q_dtype, kv_dtype, H, H_kv, D, PS, reqs, 
 
 
 def gqa_paged_cases(rng):
-    cases, seed = [], [6000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(gqa_paged_case(rng, "gqa-paged-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, gqa_paged_case, "gqa-paged-golden/", 6000)
+    add = cases.add
 
     add("fp16/d64/h4kv2/ps16/causal/mixed/q1,5,0-kv37,20,9", q_dtype="fp16", kv_dtype="fp16", H=4, H_kv=2, D=64,
         PS=16, reqs=[(1, 37), (5, 20), (0, 9)], W_extra=2, validate=True)
@@ -443,11 +440,8 @@ def mha_case(rng, name, seed, *, dtype, H, D, PS, S_q, lens, causal, W_extra=1, 
 
 
 def mha_cases(rng):
-    cases, seed = [], [7000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(mha_case(rng, "mha-decode-paged-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, mha_case, "mha-decode-paged-golden/", 7000)
+    add = cases.add
 
     add("fp16/d64/h2/ps16/noncausal/sq1/l37,0,16/w+2", dtype="fp16", H=2, D=64, PS=16, S_q=1, lens=[37, 0, 16],
         causal=False, W_extra=2, validate=True)
