@@ -29,7 +29,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import CaseList  # noqa: E402
-from casegen_numeric import RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison, values_spec  # noqa: E402
+from casegen_numeric import (RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison, softmax_rows,  # noqa: E402
+                             values_spec)
 
 SEED = 20261201
 GRAD_TOL = 2e-2
@@ -113,12 +114,8 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
                 if keys.size == 0:
                     continue
                 rows = np.arange(m * bs, min(S_q, (m + 1) * bs))
-                z = alpha * (Q[b, h, rows] @ K[b, r, keys].T)
-                mx = z.max(axis=1, keepdims=True)
-                w = np.exp(z - mx)
-                zs = w.sum(axis=1, keepdims=True)
-                o64[b, h, rows] = (w @ V[b, r, keys]) / zs
-                lse64[b, h, rows] = (mx + np.log(zs))[:, 0]
+                o64[b, h, rows], lse64[b, h, rows] = softmax_rows(alpha * (Q[b, h, rows] @ K[b, r, keys].T),
+                                                                  V[b, r, keys])
     o_bits = from_logical(dtype, layout, o64)
     o_val = from_bits(dtype, np.array(o_bits, dtype=np.uint16)).reshape(o64.shape if layout == "bhsd" else
                                                                           (B, S_q, H, D))

@@ -277,6 +277,22 @@ def values_spec(dtype, shape, values, strides=None):
 # Reference math
 
 
+def softmax_row(z, values):
+    """One attention row in float64: logits z [n] (n >= 1), values [n, D] -> (o [D], lse) with
+    o = sum_j softmax(z)_j values_j and lse = log sum_j exp(z_j) (natural log)."""
+    m = z.max()
+    w = np.exp(z - m)
+    return (w @ values) / w.sum(), m + math.log(w.sum())
+
+
+def softmax_rows(z, values):
+    """softmax_row of every row of logits z [r, n] (n >= 1) over values [n, D] -> (o [r, D], lse [r])."""
+    mx = z.max(axis=1, keepdims=True)
+    w = np.exp(z - mx)
+    zs = w.sum(axis=1, keepdims=True)
+    return (w @ values) / zs, (mx + np.log(zs))[:, 0]
+
+
 def rope_rotate(x, cos, sin, layout, R):
     """x [n, D], cos/sin [n, R/2] (rows already at each vector's position) -> rotated copy (neox pairs
     (c, c + R/2), interleaved pairs (2c, 2c + 1))."""

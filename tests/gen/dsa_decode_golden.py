@@ -28,7 +28,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList  # noqa: E402
-from casegen_numeric import RandomTensor, golden_main, out_bits, padded_strides, poison, values_spec  # noqa: E402
+from casegen_numeric import (RandomTensor, golden_main, out_bits, padded_strides, poison, softmax_row,  # noqa: E402
+                             values_spec)
 
 SEED = 20261203
 OP = "dsa_decode"
@@ -82,9 +83,7 @@ def build_case(rng, name, seed, *, dtype, B, S, H, H_kv, S_kv, K, D, dim_tail, s
                     zero_rows += 1
                     continue
                 keys = kv.val[b, xs, r]  # one row per valid slot, repeats included
-                z = alpha * (keys @ q.val[b, s, h])
-                w = np.exp(z - z.max())
-                o[b, s, h] = (w @ keys[:, :D]) / w.sum()
+                o[b, s, h] = softmax_row(alpha * (keys @ q.val[b, s, h]), keys[:, :D])[0]
     o_bits = out_bits(dtype, o)
 
     config = {"dim_tail": dim_tail, "stride_kv": stride_kv, "q_start_index_s": q_start}

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList, contiguous, storage_size  # noqa: E402
 from casegen_numeric import (RandomTensor, bits_spec, from_bits, gather, golden_main, out_bits, padded_strides, poison,  # noqa: E402
-                             round_out, storage_index, values_spec)
+                             round_out, softmax_row, storage_index, values_spec)
 
 SEED = 20261201
 OP = "gqa_bwd"
@@ -85,11 +85,7 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
             r = h // g
             for i in range(S):
                 js = keys(i)
-                z = alpha * (K[b, js, r] @ Q[b, i, h])
-                m = z.max()
-                w = np.exp(z - m)
-                o64[b, i, h] = (w @ V[b, js, r]) / w.sum()
-                lse64[b, h, i] = m + math.log(w.sum())
+                o64[b, i, h], lse64[b, h, i] = softmax_row(alpha * (K[b, js, r] @ Q[b, i, h]), V[b, js, r])
     # o rounded to the dtype becomes an exact input, in its own (possibly padded) storage.
     o_st = padded_strides(q_shape, strides["o"]) if "o" in strides else contiguous(q_shape)
     o_store = np.zeros(storage_size(q_shape, o_st))

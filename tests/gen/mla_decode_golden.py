@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList  # noqa: E402
 from casegen_numeric import (RandomTensor, golden_main, out_bits, padded_strides, poison, storage_index,  # noqa: E402
-                             to_bits, values_spec)
+                             softmax_row, to_bits, values_spec)
 
 SEED = 20261202
 OP = "mla_decode"
@@ -126,9 +126,7 @@ def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, le
                     continue
                 keys = np.array([k.val[pos(b, n)][r] for n in range(vis)])
                 kpes = np.array([k_pe.val[pos(b, n)][r] for n in range(vis)])
-                z = (keys @ Q[b, t, h] + kpes @ QP[b, t, h]) * scale
-                w = np.exp(z - z.max())
-                o[b, t, h] = (w @ keys) / w.sum()
+                o[b, t, h] = softmax_row((keys @ Q[b, t, h] + kpes @ QP[b, t, h]) * scale, keys)[0]
     o_bits = out_bits(dtype, o)
 
     spec = {"q": q.spec(), "q_pe": q_pe.spec(), "k": k.spec(), "k_pe": k_pe.spec()}

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList  # noqa: E402
-from casegen_numeric import fmt_value, golden_main, out_bits, poison  # noqa: E402
+from casegen_numeric import fmt_value, golden_main, out_bits, poison, softmax_row  # noqa: E402
 from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261202
@@ -54,11 +54,7 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, DK, DV, scale, with
                 continue
             r = h // g
             rows = co[n] + np.arange(nc)
-            z = scale * (K[rows, r] @ Q[t, h])
-            m = z.max()
-            w = np.exp(z - m)
-            o[t, h] = (w @ V[rows, r]) / w.sum()
-            lse[t, h] = m + math.log(w.sum())
+            o[t, h], lse[t, h] = softmax_row(scale * (K[rows, r] @ Q[t, h]), V[rows, r])
     tensors = {"q": q_spec, "k_cmp": k_spec, "v_cmp": v_spec, **tensors, "o": poison([T, H, DV], dtype)}
     golden = {"o": {"bits": out_bits(dtype, o)}}
     compare = {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList  # noqa: E402
-from casegen_numeric import golden_main, int_tensor, out_bits, poison  # noqa: E402
+from casegen_numeric import golden_main, int_tensor, out_bits, poison, softmax_row  # noqa: E402
 from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261203
@@ -93,9 +93,7 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, D, SEL, scale, caus
                 empty += 1
                 continue
             rows = np.asarray(rows)
-            z = scale * (K[rows, r] @ Q[t, h])
-            w = np.exp(z - z.max())
-            o[t, h] = (w @ V[rows, r]) / w.sum()
+            o[t, h] = softmax_row(scale * (K[rows, r] @ Q[t, h]), V[rows, r])[0]
     tensors = {"q": q_spec, "k": k_spec, "v": v_spec,
                "block_indices": int_tensor([T, H_kv, SEL], idx.reshape(-1)),
                "block_counts": int_tensor([T, H_kv], cnt.reshape(-1),
