@@ -29,8 +29,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import CaseList  # noqa: E402
-from casegen_numeric import (RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison, softmax_rows,  # noqa: E402
-                             values_spec)
+from casegen_numeric import (RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison,  # noqa: E402
+                             softmax_rows, values_spec)
 
 SEED = 20261201
 GRAD_TOL = 2e-2

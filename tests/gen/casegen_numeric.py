@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from casegen_common import E4M3_POS_VALUES, case_args, contiguous, storage_size, write_golden
+from casegen_common import E4M3_POS_VALUES, case_args, contiguous, storage_size, tensor, write_golden
 
 STORAGE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "e4m3": np.uint8}
 
@@ -230,16 +230,12 @@ class RandomTensor:
 
 def bits_spec(dtype, shape, bits, strides=None):
     """An input tensor's spec given by the bits of its whole storage (strides stated only when given)."""
-    s = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        s["strides"] = list(strides)
-    s["init"] = {"kind": "bits", "bits": [int(b) for b in bits]}
-    return s
+    return tensor(shape, dtype, {"kind": "bits", "bits": [int(b) for b in bits]}, strides)
 
 
 def poison(shape, dtype):
     """An output tensor's spec, poisoned."""
-    return {"shape": list(shape), "dtype": dtype, "init": {"kind": "poison"}, "output": True}
+    return tensor(shape, dtype, {"kind": "poison"}, output=True)
 
 
 def int_tensor(shape, vals, strides=None, fill=-7777):
@@ -250,11 +246,7 @@ def int_tensor(shape, vals, strides=None, fill=-7777):
     store = np.full(n, fill, dtype=np.int64)
     if n:
         store[storage_index(shape, st).reshape(-1)] = np.asarray(vals, dtype=np.int64).reshape(-1)
-    spec = {"shape": list(shape), "dtype": "int32"}
-    if strides is not None:
-        spec["strides"] = st
-    spec["init"] = {"kind": "values", "values": [int(x) for x in store]}
-    return spec
+    return values_spec("int32", shape, store, strides)
 
 
 def fmt_value(x):
@@ -266,11 +258,8 @@ def fmt_value(x):
 
 
 def values_spec(dtype, shape, values, strides=None):
-    s = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        s["strides"] = list(strides)
-    s["init"] = {"kind": "values", "values": [fmt_value(x) for x in values]}
-    return s
+    """An input tensor's spec given by its storage values (fmt_value each; strides stated only when given)."""
+    return tensor(shape, dtype, {"kind": "values", "values": [fmt_value(x) for x in values]}, strides)
 
 
 # ----------------------------------------------------------------------------------------------------
