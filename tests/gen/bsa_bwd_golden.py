@@ -198,7 +198,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "bsa_bwd_golden.json")
+    return golden_main(__doc__, SEED, [("bsa_bwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

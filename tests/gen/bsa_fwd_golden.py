@@ -30,9 +30,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, CaseList, case_args, write_golden  # noqa: E402
-from casegen_numeric import (RandomTensor, e4m3_bits_satfinite, e4m3_from_bits, out_bits, poison,  # noqa: E402
-                             softmax_rows, values_spec)
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import (RandomTensor, e4m3_bits_satfinite, e4m3_from_bits, golden_main, out_bits,  # noqa: E402
+                             poison, softmax_rows, values_spec)
 
 SEED = 20250214
 
@@ -287,17 +287,9 @@ def fp8_cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    fwd = bsa_fwd_cases(rng)
-    write_golden(os.path.join(args.out_dir, "bsa_fwd_golden.json"), fwd)
-    for c, n_empty in fwd:
-        print(f"  {c['name']}: {n_empty} empty rows")
-    fp8 = fp8_cases(rng)
-    write_golden(os.path.join(args.out_dir, "bsa_fp8_fwd_golden.json"), fp8)
-    for c, st in fp8:
-        print(f"  {c['name']}: " + ", ".join(f"{k} {v:.3e}" for k, v in st.items()))
-    return 0
+    return golden_main(__doc__, SEED, [
+        ("bsa_fwd_golden.json", bsa_fwd_cases, lambda n_empty: f"{n_empty} empty rows"),
+        ("bsa_fp8_fwd_golden.json", fp8_cases, lambda st: ", ".join(f"{k} {v:.3e}" for k, v in st.items()))])
 
 
 if __name__ == "__main__":

@@ -301,12 +301,24 @@ def rope_rotate(x, cos, sin, layout, R):
 # Command line
 
 
-def golden_main(doc, seed, cases, file_name):
-    """The main() of a golden generator: parses --out-dir, builds cases(np.random.default_rng(seed)) (a list
-    of (case, note)), writes them to OUT_DIR/file_name and prints each case's note."""
-    args = case_args(doc).parse_args()
-    built = cases(np.random.default_rng(seed))
-    write_golden(os.path.join(args.out_dir, file_name), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
+def golden_main(doc, seed, files, self_test=None):
+    """The main() of a golden generator: parses --out-dir (and, with self_test, --self-test-only; the self
+    test runs first). Then, with one np.random.default_rng(seed), for each (file_name, cases[, describe]) of
+    files in order: builds cases(rng) (a list of (case, note)), writes it to OUT_DIR/file_name and prints
+    each case's describe(note) (default str)."""
+    ap = case_args(doc)
+    if self_test is not None:
+        ap.add_argument("--self-test-only", action="store_true")
+    args = ap.parse_args()
+    if self_test is not None:
+        print("self-test:")
+        self_test()
+        if args.self_test_only:
+            return 0
+    rng = np.random.default_rng(seed)
+    for file_name, cases, *describe in files:
+        built = cases(rng)
+        write_golden(os.path.join(args.out_dir, file_name), built)
+        for c, note in built:
+            print(f"  {c['name']}: {(describe[0] if describe else str)(note)}")
     return 0

@@ -140,7 +140,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "dsa_decode_golden.json")
+    return golden_main(__doc__, SEED, [("dsa_decode_golden.json", cases)])
 
 
 if __name__ == "__main__":

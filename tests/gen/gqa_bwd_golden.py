@@ -162,7 +162,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "gqa_bwd_golden.json")
+    return golden_main(__doc__, SEED, [("gqa_bwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ from functools import partial
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, CaseList, attention_config, case_args, write_golden  # noqa: E402
+from casegen_common import TOL, CaseList, attention_config  # noqa: E402
 from casegen_numeric import (E4M3, RandomTensor, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
-                             e4m3_bits_nearest, fp16_from_bits, out_bits, poison, rope_rotate, round_out,
+                             e4m3_bits_nearest, fp16_from_bits, golden_main, out_bits, poison, rope_rotate, round_out,
                              values_spec)
 
 SEED = 20240722
@@ -294,28 +294,11 @@ def varlen_cases(rng):
     return cases
 
 
-# ----------------------------------------------------------------------------------------------------
-# JSON output: structure indented, number lists on one line
-
-
-def write(path, cases):
-    write_golden(path, cases)
-    for c, n_empty in cases:
-        print(f"  {c['name']}: {n_empty} empty or +inf lse rows")
-
-
 def main():
-    ap = case_args(__doc__)
-    ap.add_argument("--self-test-only", action="store_true")
-    args = ap.parse_args()
-    print("self-test:")
-    self_test()
-    if args.self_test_only:
-        return 0
-    rng = np.random.default_rng(SEED)
-    write(os.path.join(args.out_dir, "gqa_fwd_golden.json"), dense_cases(rng))
-    write(os.path.join(args.out_dir, "gqa_varlen_fwd_golden.json"), varlen_cases(rng))
-    return 0
+    def describe(n_empty):
+        return f"{n_empty} empty or +inf lse rows"
+    return golden_main(__doc__, SEED, [("gqa_fwd_golden.json", dense_cases, describe),
+                                       ("gqa_varlen_fwd_golden.json", varlen_cases, describe)], self_test=self_test)
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "mla_decode_golden.json")
+    return golden_main(__doc__, SEED, [("mla_decode_golden.json", cases)])
 
 
 if __name__ == "__main__":

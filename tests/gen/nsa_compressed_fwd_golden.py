@@ -87,7 +87,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "nsa_compressed_fwd_golden.json")
+    return golden_main(__doc__, SEED, [("nsa_compressed_fwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "nsa_selected_fwd_golden.json")
+    return golden_main(__doc__, SEED, [("nsa_selected_fwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def cases(rng):
 
 
 def main():
-    return golden_main(__doc__, SEED, cases, "nsa_topk_golden.json")
+    return golden_main(__doc__, SEED, [("nsa_topk_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -48,11 +48,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, TOL, CaseList, attention_config, case_args, contiguous, storage_size,  # noqa: E402
-                            write_golden)
+from casegen_common import ELEM_BYTES, TOL, CaseList, attention_config, contiguous, storage_size  # noqa: E402
 from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits, bits_spec,  # noqa: E402
-                             e4m3_bits_nearest, fp16_from_bits, from_bits, rope_rotate, round_out, storage_index,
-                             to_bits, values_spec)
+                             e4m3_bits_nearest, fp16_from_bits, from_bits, golden_main, rope_rotate, round_out,
+                             storage_index, to_bits, values_spec)
 
 SEED = 20240905
 BAD_PAGES = [999999, -1, -123456, 2 ** 31 - 1]  # never valid; NP itself is added per case
@@ -464,28 +463,11 @@ def mha_cases(rng):
     return cases
 
 
-# ----------------------------------------------------------------------------------------------------
-# JSON output: structure indented, number lists on one line
-
-
-def write(path, cases):
-    write_golden(path, cases)
-    for c, n_zero in cases:
-        print(f"  {c['name']}: {n_zero} rows the contract makes zero")
-
-
 def main():
-    ap = case_args(__doc__)
-    ap.add_argument("--self-test-only", action="store_true")
-    args = ap.parse_args()
-    print("self-test:")
-    self_test()
-    if args.self_test_only:
-        return 0
-    rng = np.random.default_rng(SEED)
-    write(os.path.join(args.out_dir, "gqa_paged_fwd_golden.json"), gqa_paged_cases(rng))
-    write(os.path.join(args.out_dir, "mha_decode_paged_golden.json"), mha_cases(rng))
-    return 0
+    def describe(n_zero):
+        return f"{n_zero} rows the contract makes zero"
+    return golden_main(__doc__, SEED, [("gqa_paged_fwd_golden.json", gqa_paged_cases, describe),
+                                       ("mha_decode_paged_golden.json", mha_cases, describe)], self_test=self_test)
 
 
 if __name__ == "__main__":
