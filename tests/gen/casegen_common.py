@@ -67,6 +67,16 @@ def draw_heads(rng, groups, small, gqa_kv_small):
     return H_kv, groups[int(kind[3])] * H_kv
 
 
+def fewer_heads(d):
+    """Halves a draw's head count d.H, keeping the group size d.H / d.H_kv while d.H_kv > 1 can shrink."""
+    g = d.H // d.H_kv
+    if d.H_kv > 1:
+        d.H_kv //= 2
+    else:
+        g //= 2
+    d.H = g * d.H_kv
+
+
 def scatter_pages(rng, need, spare):
     """Scattered, non-monotonic physical pages: a shuffled range of sum(need) + spare page ids (one
     rng.shuffle), cut into need[b] pages for request b in order. Returns (total, pages)."""
@@ -266,6 +276,25 @@ def config_with(config, **kw):
     c = dict(config)
     c.update(kw)
     return {k: v for k, v in c.items() if v is not None}
+
+
+def attention_name_parts(d):
+    """The parts of a gqa-style case name for a draw's options off their defaults: wl<N>, wr<N>, cap<x>,
+    sm<x>, rope-<layout>-r<R>, sinks-<kind>."""
+    parts = []
+    if d.wl != -1:
+        parts.append(f"wl{d.wl}")
+    if d.wr != -1:
+        parts.append(f"wr{d.wr}")
+    if d.softcap:
+        parts.append(f"cap{d.softcap:g}")
+    if d.sm_scale is not None:
+        parts.append(f"sm{d.sm_scale:g}")
+    if d.rope:
+        parts.append(f"rope-{d.rope}-r{d.R}")
+    if d.sinks:
+        parts.append(f"sinks-{d.sinks}")
+    return parts
 
 
 def normal(std=1.0):

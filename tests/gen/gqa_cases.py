@@ -36,8 +36,9 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, attention_config, case_args, contiguous, normal,  # noqa: E402
-                            random_padded_strides, random_sinks, tensor, weighted, write_cases)
+from casegen_common import (OUTB, POISON, TOL, attention_config, attention_name_parts, case_args,  # noqa: E402
+                            contiguous, fewer_heads, normal, random_padded_strides, random_sinks, tensor, weighted,
+                            write_cases)
 
 SEED = 0x6A0F
 MAX_TOTAL_COST = 1.9e10           # sum over the grid of q_len * H * kv_len * D
@@ -148,12 +149,7 @@ def grid_case(rng, idx, seed, cost_cap, small=False):
         if cost <= cost_cap:
             break
         if attempt > 200 and d.H > 1:  # many tries failed: fewer heads (keep the group size if possible)
-            g = d.H // d.H_kv
-            if d.H_kv > 1:
-                d.H_kv //= 2
-            else:
-                g //= 2
-            d.H = g * d.H_kv
+            fewer_heads(d)
     else:
         reqs = [(min(q, 7), min(k, 7)) for q, k in reqs]
         cost = sum(q * k for q, k in reqs) * d.H * d.D
@@ -220,19 +216,7 @@ def build_grid_case(rng, d, idx, seed):
 
     # name
     parts = [d.op, d.dtype if d.dtype != "e4m3" else f"e4m3-{d.out_dtype}", f"d{D}", f"h{H}kv{H_kv}",
-             "causal" if d.causal else "noncausal"]
-    if d.wl != -1:
-        parts.append(f"wl{d.wl}")
-    if d.wr != -1:
-        parts.append(f"wr{d.wr}")
-    if d.softcap:
-        parts.append(f"cap{d.softcap:g}")
-    if d.sm_scale is not None:
-        parts.append(f"sm{d.sm_scale:g}")
-    if d.rope:
-        parts.append(f"rope-{d.rope}-r{d.R}")
-    if d.sinks:
-        parts.append(f"sinks-{d.sinks}")
+             "causal" if d.causal else "noncausal"] + attention_name_parts(d)
     if d.varlen:
         parts.append(f"b{B}-tq{q_shape[0]}-tkv{kv_shape[0]}")
     else:

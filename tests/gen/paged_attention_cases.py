@@ -44,9 +44,9 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, case_args, contiguous,  # noqa: E402
-                            encode_bits, normal, random_padded_strides, random_sinks, scatter_pages, storage_size,
-                            tensor, values, weighted, write_cases)
+from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, attention_name_parts,  # noqa: E402
+                            case_args, contiguous, encode_bits, fewer_heads, normal, random_padded_strides,
+                            random_sinks, scatter_pages, storage_size, tensor, values, weighted, write_cases)
 
 SEED = 0x9A6E0
 MAX_TOTAL_COST = 1.45e10          # sum over the grid of q_len * H * kv_len * D
@@ -230,12 +230,7 @@ def draw_lengths(rng, d, cap, small):
             if d.op == "mha_decode_paged":
                 d.H = d.H_kv = d.H // 2
             else:
-                g = d.H // d.H_kv
-                if d.H_kv > 1:
-                    d.H_kv //= 2
-                else:
-                    g //= 2
-                d.H = g * d.H_kv
+                fewer_heads(d)
     # give up: short lengths
     if d.op == "mha_decode_paged":
         d.lens = [min(L, 7) for L in d.lens]
@@ -331,18 +326,7 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
     else:
         pair = d.q_dtype if not d.fp8 else f"{d.q_dtype}-{d.kv_dtype}" + (f"-{d.out_dtype}" if d.out_dtype else "")
         parts = [d.op, pair, f"d{D}", f"h{H}kv{H_kv}", f"ps{PS}", "causal" if d.causal else "noncausal"]
-        if d.wl != -1:
-            parts.append(f"wl{d.wl}")
-        if d.wr != -1:
-            parts.append(f"wr{d.wr}")
-        if d.softcap:
-            parts.append(f"cap{d.softcap:g}")
-        if d.sm_scale is not None:
-            parts.append(f"sm{d.sm_scale:g}")
-        if d.rope:
-            parts.append(f"rope-{d.rope}-r{d.R}")
-        if d.sinks:
-            parts.append(f"sinks-{d.sinks}")
+        parts += attention_name_parts(d)
         if d.scales:
             parts.append(f"scales-{d.scales}")
         parts.append("q" + ",".join(str(q) for q, _ in d.reqs) + "-kv" + ",".join(str(k) for _, k in d.reqs)
