@@ -31,8 +31,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, case_args, contiguous, draw_heads, normal, random_padded_strides, tensor,  # noqa: E402
-                            write_cases)
+from casegen_common import (Errors, OUTB, POISON, case_args, draw_heads, normal, random_padded_strides,  # noqa: E402
+                            tensor, write_cases)
 
 SEED = 0xB5AB
 GRAD_TOL = 2e-2
@@ -204,14 +204,8 @@ def base(dtype="fp16", layout="bhsd", bs=64, B=1, H=2, H_kv=1, S_q=70, S_kv=130,
 
 
 def build_errors():
-    cases = []
-
-    def err(name, tensors, category, contains, config=None, gpu_only=False):
-        c = {"name": "bsa-bwd-errors/" + name, "op": "bsa_bwd", "config": config or {}, "seed": len(cases) + 1,
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors("bsa_bwd", "bsa-bwd-errors/", 1, config={})
+    err = e.rule
 
     def with_(t, **changes):
         for k, v in changes.items():
@@ -327,7 +321,7 @@ def build_errors():
     t = base(sizes_rank=3)
     t["block_sizes"] = tensor([1, 2, 3], "int32", ints([64, 64, 64, 64, 65, 64]))
     err("content/block-size-above-bs-rank3", t, "content", "got 65 at [0, 1, 1]", v)
-    return cases
+    return e.cases
 
 
 def main():

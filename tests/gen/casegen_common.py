@@ -206,19 +206,32 @@ class CaseList(list):
 
 
 class Errors:
-    """Collects the rejection cases of one op: err(name, config, tensors, category, contains, gpu_only) adds
-    {"name": prefix + name, "op", "config", "seed": seed0 + its index, "tensors", "expect_error"} (and
-    "gpu_only": true for a rule only a device call has)."""
+    """Collects the rejection cases of an op: err(name, config, tensors, category, contains, gpu_only, op) adds
+    {"name": prefix + name, "op" (default: the Errors' op), "config", "seed": seed0 + its index (no seed when
+    seed0 is None), "tensors", "expect_error"} (and "gpu_only": true for a rule only a device call has); a
+    "{op}" in prefix stands for the case's op. The other argument orders of the generators:
+    err_op(name, op, config, ...) and rule(name, tensors, category, contains, config, gpu_only), whose
+    config defaults to the Errors' config."""
 
-    def __init__(self, op, prefix, seed0):
-        self.op, self.prefix, self.seed0, self.cases = op, prefix, seed0, []
+    def __init__(self, op, prefix, seed0, config=None):
+        self.op, self.prefix, self.seed0, self.config, self.cases = op, prefix, seed0, config, []
 
-    def err(self, name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": self.prefix + name, "op": self.op, "config": config, "seed": self.seed0 + len(self.cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
+    def err(self, name, config, tensors, category, contains, gpu_only=False, op=None):
+        op = op or self.op
+        c = {"name": self.prefix.format(op=op) + name, "op": op, "config": config}
+        if self.seed0 is not None:
+            c["seed"] = self.seed0 + len(self.cases)
+        c["tensors"] = tensors
+        c["expect_error"] = {"category": category, "contains": contains}
         if gpu_only:
             c["gpu_only"] = True
         self.cases.append(c)
+
+    def err_op(self, name, op, config, tensors, category, contains, gpu_only=False):
+        self.err(name, config, tensors, category, contains, gpu_only, op=op)
+
+    def rule(self, name, tensors, category, contains, config=None, gpu_only=False):
+        self.err(name, dict(self.config) if config is None else config, tensors, category, contains, gpu_only)
 
     # The rules every op with 16-bit inputs shares, one case per tensor; base(**kw) returns a valid call's
     # tensors (q among them).

@@ -36,7 +36,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, attention_config, attention_name_parts, case_args,  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, TOL, attention_config, attention_name_parts, case_args,  # noqa: E402
                             contiguous, fewer_heads, normal, random_padded_strides, random_sinks, tensor, weighted,
                             write_cases)
 
@@ -371,14 +371,8 @@ ROPE = {"pos_encoding_mode": "rope", "rotary_dim": 32}
 
 
 def build_errors():
-    cases = []
-
-    def err(name, op, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "gqa-error/" + name, "op": op, "config": config, "seed": 5000 + len(cases), "tensors": tensors,
-             "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors(None, "gqa-error/", 5000)
+    err = e.err_op
 
     for op in ("gqa_fwd", "gqa_varlen_fwd"):
         base = dense_base if op == "gqa_fwd" else varlen_base
@@ -647,7 +641,7 @@ def build_errors():
     t = varlen_base(H=4, H_kv=2, sinks=True)
     t["sinks"]["init"] = {"kind": "bits", "bits": [0, 1065353216, 4290772992, 0]}  # 0, 1, -NaN, 0
     err("varlen/content/sink-negative-nan", V, VI, t, "content", "sinks: expected")
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------

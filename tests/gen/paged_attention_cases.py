@@ -44,7 +44,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, attention_name_parts,  # noqa: E402
+from casegen_common import (ELEM_BYTES, Errors, OUTB, POISON, TOL, attention_config, attention_name_parts,  # noqa: E402
                             case_args, contiguous, encode_bits, fewer_heads, normal, random_padded_strides,
                             random_sinks, scatter_pages, storage_size, tensor, values, weighted, write_cases)
 
@@ -495,14 +495,8 @@ MHA_CFG = {"page_size": 4}
 
 
 def build_errors():
-    cases = []
-
-    def err(name, op, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "paged-error/" + name, "op": op, "config": config, "seed": 8000 + len(cases), "tensors": tensors,
-             "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors(None, "paged-error/", 8000)
+    err = e.err_op
 
     G = "gqa_paged_fwd"
     # ---------------- gqa_paged_fwd: param ----------------
@@ -848,7 +842,7 @@ def build_errors():
         gqa_base(reqs=((20, 30), (40, 50)), rope_R=32), "unsupported", "backend 'hopper'", gpu_only=True)
     err("mha/unsupported/hopper", M, dict(MHA_CFG, backend="hopper"), mha_base(), "unsupported",
         "it serves gqa_paged_fwd only", gpu_only=True)
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
