@@ -282,6 +282,46 @@ def softmax_rows(z, values):
     return (w @ values) / zs, (mx + np.log(zs))[:, 0]
 
 
+def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0=None):
+    """One (request, head) of gqa-style attention in float64: Q [ql, D], K / V [kl, D] -> o [ql, D], lse [ql].
+    Query i sits at position p = p0 + i (default p0 = kl - ql: the queries are the last positions), key j
+    at j; key j is visible iff (not causal or j <= p), (wl < 0 or j >= p - wl) and (wr < 0 or j <= p + wr).
+    Logits alpha <q, k>, softcapped (softcap * tanh(z / softcap)) when softcap > 0; sink is an extra logit
+    in every row's softmax (-inf: none; +inf: every row zero with lse +inf). A row with nothing visible
+    and no sink is zero with lse -inf."""
+    ql, kl = Q.shape[0], K.shape[0]
+    if p0 is None:
+        p0 = kl - ql
+    o = np.zeros((ql, Q.shape[1]))
+    lse = np.full(ql, -math.inf)
+    if ql == 0:
+        return o, lse
+    if sink == math.inf:
+        return o, np.full(ql, math.inf)
+    p = np.arange(ql)[:, None] + p0
+    j = np.arange(kl)[None, :]
+    vis = np.ones((ql, kl), dtype=bool)
+    if causal:
+        vis &= j <= p
+    if wl >= 0:
+        vis &= j >= p - wl
+    if wr >= 0:
+        vis &= j <= p + wr
+    z = alpha * (Q @ K.T) if kl else np.zeros((ql, 0))
+    lg = softcap * np.tanh(z / softcap) if softcap > 0 else z
+    lg = np.where(vis, lg, -math.inf)
+    for i in range(ql):
+        row = lg[i]
+        m = max(float(row.max()) if kl else -math.inf, sink)
+        if m == -math.inf:
+            continue
+        w = np.exp(row - m)  # exp(-inf) = 0 for hidden keys
+        zsum = w.sum() + math.exp(sink - m)
+        o[i] = (w @ V) / zsum if kl else 0.0
+        lse[i] = m + math.log(zsum)
+    return o, lse
+
+
 def rope_rotate(x, cos, sin, layout, R):
     """x [n, D], cos/sin [n, R/2] (rows already at each vector's position) -> rotated copy (neox pairs
     (c, c + R/2), interleaved pairs (2c, 2c + 1))."""

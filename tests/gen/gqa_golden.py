@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import TOL, CaseList, attention_config  # noqa: E402
-from casegen_numeric import (E4M3, RandomTensor, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
-                             e4m3_bits_nearest, fp16_from_bits, golden_main, out_bits, poison, rope_rotate, round_out,
-                             values_spec)
+from casegen_numeric import (E4M3, RandomTensor, attend, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+                             e4m3_bits_nearest, fp16_from_bits, golden_main, out_bits, poison, rope_rotate,
+                             round_out, values_spec)
 
 SEED = 20240722
 
@@ -68,40 +68,8 @@ def self_test():
 
 
 # ----------------------------------------------------------------------------------------------------
-# The independent reference (the inputs are casegen_numeric.RandomTensor)
-
-
-def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink):
-    """One (request, head): Q [ql, D], K/V [kl, D] float64 -> o [ql, D], lse [ql]."""
-    ql, kl = Q.shape[0], K.shape[0]
-    o = np.zeros((ql, Q.shape[1]))
-    lse = np.full(ql, -math.inf)
-    if ql == 0:
-        return o, lse
-    if sink == math.inf:
-        return o, np.full(ql, math.inf)
-    p = np.arange(ql)[:, None] + kl - ql
-    j = np.arange(kl)[None, :]
-    vis = np.ones((ql, kl), dtype=bool)
-    if causal:
-        vis &= j <= p
-    if wl >= 0:
-        vis &= j >= p - wl
-    if wr >= 0:
-        vis &= j <= p + wr
-    z = alpha * (Q @ K.T) if kl else np.zeros((ql, 0))
-    lg = softcap * np.tanh(z / softcap) if softcap > 0 else z
-    lg = np.where(vis, lg, -math.inf)
-    for i in range(ql):
-        row = lg[i]
-        m = max(float(row.max()) if kl else -math.inf, sink)
-        if m == -math.inf:
-            continue
-        w = np.exp(row - m)  # exp(-inf) = 0 for hidden keys
-        zsum = w.sum() + math.exp(sink - m)
-        o[i] = (w @ V) / zsum if kl else 0.0
-        lse[i] = m + math.log(zsum)
-    return o, lse
+# The independent reference (the inputs are casegen_numeric.RandomTensor, one head's attention
+# casegen_numeric.attend)
 
 
 def expected(c):
