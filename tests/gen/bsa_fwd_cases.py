@@ -34,7 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import (Errors, OUTB, POISON, TOL, case_args, normal, random_padded_strides, tensor,  # noqa: E402
-                            weighted, write_cases)
+                            weighted, write_cases, write_errors_per_op)
 
 SEED = 0xB5A
 MAX_TOTAL_COST = 1.2e10  # sum over the grid of B * H * S_q * visible keys * (D + D_v): the reference's work
@@ -432,9 +432,7 @@ def main():
     write_cases(os.path.join(args.out_dir, "gpu", "bsa_fwd_small.json"), [c for c in small if c["op"] == "bsa_fwd"])
     write_cases(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_small.json"),
                 [c for c in small if c["op"] == "bsa_fp8_fwd"])
-    errors = build_errors()
-    for op in ("bsa_fwd", "bsa_fp8_fwd"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("bsa_fwd", "bsa_fp8_fwd"))
     return 0
 
 

@@ -418,6 +418,12 @@ def write_cases(path, cases, extra=""):
     write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
 
 
+def write_errors_per_op(out_dir, errors, ops):
+    """OUT_DIR/<op>_errors.json for each op of ops: the cases of `errors` whose "op" is that op, in order."""
+    for op in ops:
+        write_cases(os.path.join(out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+
+
 def write_golden(path, cases):
     """write_cases_text of the plain cases of [(case, ...), ...] as an indented golden file (dumps_indented)."""
     plain = [c for c, _ in cases]

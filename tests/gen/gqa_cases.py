@@ -38,7 +38,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import (Errors, OUTB, POISON, TOL, attention_config, attention_name_parts, case_args,  # noqa: E402
                             contiguous, fewer_heads, normal, random_padded_strides, random_sinks, tensor, weighted,
-                            write_cases)
+                            write_cases, write_errors_per_op)
 
 SEED = 0x6A0F
 MAX_TOTAL_COST = 1.9e10           # sum over the grid of q_len * H * kv_len * D
@@ -654,9 +654,7 @@ def main():
           f"; reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
     small = build_small()
     write_cases(os.path.join(args.out_dir, "gpu", "gqa_small.json"), small)
-    errors = build_errors()
-    for op in ("gqa_fwd", "gqa_varlen_fwd"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("gqa_fwd", "gqa_varlen_fwd"))
     return 0
 
 

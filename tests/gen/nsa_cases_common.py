@@ -113,7 +113,8 @@ def metadata_shape_errors(e, config, base, token_rows, token_width=None):
           "shape", f"token_indices: expected dim 0 (T, q's tokens) = 8, got {token_rows}")
     if token_width is not None:
         e.err(f"shape/token-indices-width-{token_width}", config,
-              edited(base, lambda t: t["token_indices"].update(shape=[8, token_width], init=ints([0] * 8 * token_width))),
+              edited(base, lambda t: t["token_indices"].update(shape=[8, token_width],
+                                                               init=ints([0] * 8 * token_width))),
               "shape", f"token_indices: expected dim 1 ((request, position)) = 2, got {token_width}")
 
 

@@ -46,7 +46,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import (ELEM_BYTES, Errors, OUTB, POISON, TOL, attention_config, attention_name_parts,  # noqa: E402
                             case_args, contiguous, encode_bits, fewer_heads, normal, random_padded_strides,
-                            random_sinks, scatter_pages, storage_size, tensor, values, weighted, write_cases)
+                            random_sinks, scatter_pages, storage_size, tensor, values, weighted, write_cases,
+                            write_errors_per_op)
 
 SEED = 0x9A6E0
 MAX_TOTAL_COST = 1.45e10          # sum over the grid of q_len * H * kv_len * D
@@ -857,9 +858,7 @@ def main():
           f"; {n_mha} mha_decode_paged, {len(grid) - n_mha} gqa_paged_fwd; {n_garbage} with random-byte garbage "
           f"pools ({garbage} elements); reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
     write_cases(os.path.join(args.out_dir, "gpu", "paged_attention_small.json"), build_small())
-    errors = build_errors()
-    for op in ("gqa_paged_fwd", "mha_decode_paged"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("gqa_paged_fwd", "mha_decode_paged"))
     return 0
 
 
