@@ -39,14 +39,13 @@ the grid, about 6 minutes on 16 cores; the single H = 64 "sel" case is a third o
 
 Usage: python3 tests/gen/lightning_indexer_bigtopk_cases.py [--out-dir DIR]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (CASES_DIR, add_indexer_outputs, dumps_one_case_per_line, indexer_compare, indexer_config,  # noqa: E402
-                            tensor, weighted, write_cases_text)
+from casegen_common import (add_indexer_outputs, case_args, dumps_one_case_per_line, indexer_compare,  # noqa: E402
+                            indexer_config, tensor, weighted, write_cases_text)
 
 SEED = 0xB16B00
 OP = "lightning_indexer"
@@ -320,9 +319,7 @@ def small():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     g, note = grid()
     write_cases_text(os.path.join(gpu, "lightning_indexer_bigtopk_grid.json"), g, dumps_one_case_per_line(g),

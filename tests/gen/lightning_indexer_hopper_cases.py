@@ -14,14 +14,13 @@ Standard library only; deterministic.
 
 Usage: python3 tests/gen/lightning_indexer_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import json
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import CASES_DIR, dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
+from casegen_common import case_args, dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
 from lightning_indexer_cases import make_case, sum_candidates  # noqa: E402
 from lightning_indexer_bigtopk_cases import SMEM_LIMIT, head_tile  # noqa: E402  (the kernels' shared limits)
 
@@ -189,9 +188,7 @@ def small_extra():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     with open(os.path.join(gpu, "lightning_indexer_grid.json")) as f:
         grid = [pinned_to(c) for c in json.load(f)["cases"] if served(c)]
