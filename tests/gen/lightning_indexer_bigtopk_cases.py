@@ -69,6 +69,19 @@ def head_tile(H):
     return (H + 63) // 64 * 64
 
 
+def candidate_cap(fixed, R, topk, BN):
+    """The candidate slots per row a selection kernel gets from the shared memory left after `fixed` bytes
+    (R rows, 8 bytes a slot, a multiple of 32, at most what topk + 8 tiles of BN need), or None when that
+    is fewer than topk + 2 * BN (the geometry does not serve it)."""
+    avail = SMEM_LIMIT - fixed
+    cap = avail // (8 * R) if avail > 0 else 0
+    cap = cap // 32 * 32
+    most = topk + 8 * BN
+    if cap > most:
+        cap = (most + 31) // 32 * 32
+    return cap if cap >= topk + 2 * BN else None
+
+
 def fused_fits(D, HP, topk):
     """lightning_indexer_geometry(D, HP, topk).R >= 1."""
     DP = (D + 15) // 16 * 16
@@ -86,13 +99,7 @@ def fused_fits(D, HP, topk):
         hist_bytes = R * 256 * 4
         row_bytes = R * ROW_INFO * 4 + R * 4 * 4
         fixed = q_bytes + k_bytes + part_bytes + hist_bytes + row_bytes
-        avail = SMEM_LIMIT - fixed
-        cap = avail // (8 * R) if avail > 0 else 0
-        cap = cap // 32 * 32
-        most = topk + 8 * BN
-        if cap > most:
-            cap = (most + 31) // 32 * 32
-        if cap >= topk + 2 * BN:
+        if candidate_cap(fixed, R, topk, BN) is not None:
             return True
         R //= 2
     return False

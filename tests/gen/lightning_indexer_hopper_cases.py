@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import case_args, dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
 from lightning_indexer_cases import make_case, sum_candidates  # noqa: E402
-from lightning_indexer_bigtopk_cases import SMEM_LIMIT, head_tile  # noqa: E402  (the kernels' shared limits)
+from lightning_indexer_bigtopk_cases import candidate_cap, head_tile  # noqa: E402  (the kernels' shared limits)
 
 SEED = 0x11D3C6
 MAX_WORK = 6e8
@@ -41,13 +41,8 @@ def hopper_geometry(D, HP, topk):
         R = cols // HP
         fixed = (1024 + cols * D * 2 + STAGES * BN * D * 2 + SLOTS * R * BN * 4 + cols * 4 + R * 256 * 4 + R * 16
                  + 2 * (STAGES + SLOTS) * 8)
-        avail = SMEM_LIMIT - fixed
-        cap = avail // (8 * R) if avail > 0 else 0
-        cap = cap // 32 * 32
-        most = topk + 8 * BN
-        if cap > most:
-            cap = (most + 31) // 32 * 32
-        if cap >= topk + 2 * BN:
+        cap = candidate_cap(fixed, R, topk, BN)
+        if cap is not None:
             return R, cols, cap
         cols //= 2
     return 0, 0, 0
