@@ -31,8 +31,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, case_args, contiguous, normal, random_padded_strides, tensor,  # noqa: E402
-                            write_cases)
+from casegen_common import (Errors, OUTB, POISON, case_args, draw_heads, normal, random_padded_strides,  # noqa: E402
+                            tensor, write_cases)
 
 SEED = 0xB5AB
 GRAD_TOL = 2e-2
@@ -119,16 +119,7 @@ def draw(rng, small=False):
     d["layout"] = rng.choice(["bhsd", "bshd"])
     d["bs"] = rng.choice([64, 128])
     d["D"] = rng.choice([64, 128])
-    kind = rng.choice(["mha", "gqa2", "gqa4", "mqa"])
-    if kind == "mha":
-        d["H_kv"] = rng.choice([1, 2, 3] if not small else [1, 2])
-        d["H"] = d["H_kv"]
-    elif kind == "mqa":
-        d["H_kv"], d["H"] = 1, rng.choice([2, 4, 8] if not small else [2, 3])
-    else:
-        g = 2 if kind == "gqa2" else 4
-        d["H_kv"] = rng.choice([1, 2])
-        d["H"] = g * d["H_kv"]
+    d["H_kv"], d["H"] = draw_heads(rng, (2, 4), small, gqa_kv_small=[1, 2])
     d["B"] = rng.choice([1, 1, 2])
     qlens = [x for x in Q_LENGTHS if not small or x <= 130]
     kvlens = [x for x in KV_LENGTHS if (x % d["bs"] != 1) and (not small or x <= 200)]
@@ -213,14 +204,8 @@ def base(dtype="fp16", layout="bhsd", bs=64, B=1, H=2, H_kv=1, S_q=70, S_kv=130,
 
 
 def build_errors():
-    cases = []
-
-    def err(name, tensors, category, contains, config=None, gpu_only=False):
-        c = {"name": "bsa-bwd-errors/" + name, "op": "bsa_bwd", "config": config or {}, "seed": len(cases) + 1,
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors("bsa_bwd", "bsa-bwd-errors/", 1, config={})
+    err = e.rule
 
     def with_(t, **changes):
         for k, v in changes.items():
@@ -336,7 +321,7 @@ def build_errors():
     t = base(sizes_rank=3)
     t["block_sizes"] = tensor([1, 2, 3], "int32", ints([64, 64, 64, 64, 65, 64]))
     err("content/block-size-above-bs-rank3", t, "content", "got 65 at [0, 1, 1]", v)
-    return cases
+    return e.cases
 
 
 def main():

@@ -28,44 +28,25 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import from_bits, round_out, storage_index, to_bits  # noqa: E402
+from casegen_common import CaseList  # noqa: E402
+from casegen_numeric import (RandomTensor, bits_spec, from_bits, golden_main, out_bits, poison,  # noqa: E402
+                             softmax_rows, values_spec)
 
 SEED = 20261201
 GRAD_TOL = 2e-2
 
 
-def gather(flat, shape, strides):
-    return flat[storage_index(shape, strides)]
-
-
-class Tensor:
-    """A float input in bhsd or bshd storage: random bits, and the logical values as [B, H, S, D]."""
+class Tensor(RandomTensor):
+    """A float input in bhsd or bshd storage: random bits, and the logical values as [B, H, S, D] (bhsd)."""
 
     def __init__(self, rng, dtype, layout, B, H, S, D, strides=None, values=None):
-        self.dtype = dtype
-        self.shape = [B, H, S, D] if layout == "bhsd" else [B, S, H, D]
-        self.strides = list(strides) if strides is not None else contiguous(self.shape)
-        self.explicit = strides is not None
-        n = storage_size(self.shape, self.strides)
-        if values is None:
-            values = rng.normal(0.0, 1.0, size=n)
-        self.bits = to_bits(dtype, np.asarray(values, dtype=np.float64).reshape(-1))
-        val = gather(from_bits(dtype, self.bits), self.shape, self.strides)
-        self.bhsd = val if layout == "bhsd" else val.transpose(0, 2, 1, 3)
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
+        super().__init__(rng, dtype, [B, H, S, D] if layout == "bhsd" else [B, S, H, D], strides, values=values)
+        self.bhsd = self.val if layout == "bhsd" else self.val.transpose(0, 2, 1, 3)
 
 
 def from_logical(dtype, layout, x64):
     """Bits (contiguous storage of the layout) of a logical [B, H, S, D] float64 array rounded once."""
-    arr = x64 if layout == "bhsd" else x64.transpose(0, 2, 1, 3)
-    return [int(b) for b in round_out(dtype, np.ascontiguousarray(arr).reshape(-1))]
+    return out_bits(dtype, x64 if layout == "bhsd" else x64.transpose(0, 2, 1, 3))
 
 
 def visible(md, b, h, m, bs, S_kv):
@@ -133,12 +114,8 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
                 if keys.size == 0:
                     continue
                 rows = np.arange(m * bs, min(S_q, (m + 1) * bs))
-                z = alpha * (Q[b, h, rows] @ K[b, r, keys].T)
-                mx = z.max(axis=1, keepdims=True)
-                w = np.exp(z - mx)
-                zs = w.sum(axis=1, keepdims=True)
-                o64[b, h, rows] = (w @ V[b, r, keys]) / zs
-                lse64[b, h, rows] = (mx + np.log(zs))[:, 0]
+                o64[b, h, rows], lse64[b, h, rows] = softmax_rows(alpha * (Q[b, h, rows] @ K[b, r, keys].T),
+                                                                  V[b, r, keys])
     o_bits = from_logical(dtype, layout, o64)
     o_val = from_bits(dtype, np.array(o_bits, dtype=np.uint16)).reshape(o64.shape if layout == "bhsd" else
                                                                           (B, S_q, H, D))
@@ -166,25 +143,19 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
                 dk[b, r, keys] += alpha * (ds.T @ Q[b, h, rows])
                 dv[b, r, keys] += p.T @ dO[b, h, rows]
 
-    poison = {"kind": "poison"}
     q_shape = q.shape
     kv_shape = k.shape
     tensors = {"do": do.spec(), "q": q.spec(), "k": k.spec(), "v": v.spec(),
-               "o": {"shape": q_shape, "dtype": dtype, "init": {"kind": "bits", "bits": o_bits}},
-               "lse": {"shape": [B, H, S_q], "dtype": "fp32",
-                       "init": {"kind": "values", "values": [float(x) if math.isfinite(x) else "-inf"
-                                                             for x in lse32.reshape(-1)]}},
-               "q2k_block_index": {"shape": [B, H, N_q, K_max], "dtype": "int32",
-                                   "init": {"kind": "values", "values": [int(x) for x in index.reshape(-1)]}}}
+               "o": bits_spec(dtype, q_shape, o_bits),
+               "lse": values_spec("fp32", [B, H, S_q], lse32.reshape(-1)),
+               "q2k_block_index": values_spec("int32", [B, H, N_q, K_max], index.reshape(-1))}
     if nums is not None:
-        tensors["q2k_block_nums"] = {"shape": [B, H, N_q], "dtype": "int32",
-                                     "init": {"kind": "values", "values": [int(x) for x in nums.reshape(-1)]}}
+        tensors["q2k_block_nums"] = values_spec("int32", [B, H, N_q], nums.reshape(-1))
     if sizes is not None:
-        tensors["block_sizes"] = {"shape": list(sizes.shape), "dtype": "int32",
-                                  "init": {"kind": "values", "values": [int(x) for x in sizes.reshape(-1)]}}
-    tensors["dq"] = {"shape": q_shape, "dtype": dtype, "init": poison, "output": True}
-    tensors["dk"] = {"shape": kv_shape, "dtype": dtype, "init": poison, "output": True}
-    tensors["dv"] = {"shape": kv_shape, "dtype": dtype, "init": poison, "output": True}
+        tensors["block_sizes"] = values_spec("int32", sizes.shape, sizes.reshape(-1))
+    tensors["dq"] = poison(q_shape, dtype)
+    tensors["dk"] = poison(kv_shape, dtype)
+    tensors["dv"] = poison(kv_shape, dtype)
     config = {"layout": layout, "sparse_block_size": bs}
     if fixed is not None and counts == "fixed":
         config["block_sparse_num"] = fixed
@@ -205,11 +176,8 @@ def build_case(rng, name, seed, *, dtype, layout, bs, B, H, H_kv, S_q, S_kv, D, 
 
 
 def cases(rng):
-    out, seed = [], [5000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "bsa-bwd-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "bsa-bwd-golden/", 5000)
+    add = out.add
 
     add("bf16/bhsd/bs64/d64/h2kv2/sq70-skv150/fixed2/bucket4", dtype="bf16", layout="bhsd", bs=64, B=1, H=2, H_kv=2,
         S_q=70, S_kv=150, D=64, K_max=2, extra_config={"bucket_size_blocks": 4})
@@ -230,13 +198,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "bsa_bwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("bsa_bwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ tests/gen/bsa_bwd_cases.py first (this reads its outputs).
 
 Usage: python3 tests/gen/bsa_bwd_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases, pinned_to  # noqa: E402
+from casegen_common import case_args, derive_cases, pinned_to  # noqa: E402
 from bsa_bwd_cases import build_case  # noqa: E402
 
 
@@ -44,9 +43,7 @@ def extra_cases(count):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     derive_cases(gpu, [("bsa_bwd_grid.json", "bsa_bwd_hopper_grid.json"), ("bsa_bwd_small.json", "bsa_bwd_hopper_small.json")],
                  lambda c: True, pinned_to, lambda dst: extra_cases(16) if dst.endswith("grid.json") else [])

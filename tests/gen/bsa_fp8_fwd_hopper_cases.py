@@ -9,13 +9,12 @@ Run tests/gen/bsa_fwd_cases.py first (this reads its outputs).
 
 Usage: python3 tests/gen/bsa_fp8_fwd_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases, pinned_to  # noqa: E402
+from casegen_common import case_args, derive_cases, pinned_to  # noqa: E402
 from bsa_fwd_cases import fp8_case  # noqa: E402
 
 
@@ -38,9 +37,7 @@ def fp8_extra_cases(rng, count):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     rng8 = random.Random(0xB5A8)
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("bsa_fp8_fwd_grid.json", "bsa_fp8_fwd_hopper_grid.json"),

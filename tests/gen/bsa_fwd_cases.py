@@ -33,8 +33,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, contiguous, normal, random_padded_strides,  # noqa: E402
-                            tensor, weighted, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, case_args, normal, random_padded_strides, tensor,  # noqa: E402
+                            weighted, write_cases, write_errors_per_op)
 
 SEED = 0xB5A
 MAX_TOTAL_COST = 1.2e10  # sum over the grid of B * H * S_q * visible keys * (D + D_v): the reference's work
@@ -285,14 +285,8 @@ def fp8_tensors(B=1, H=2, S_q=70, S_kv=130, K_max=2, index=None, nums=None, bsz=
 
 
 def build_errors():
-    cases = []
-
-    def err(name, op, config, tensors, category, contains, gpu_only=False):
-        c = {"name": f"bsa-errors/{op}/{name}", "op": op, "config": config, "tensors": tensors,
-             "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors(None, "bsa-errors/{op}/", None)
+    err = e.err_op
 
     F = "bsa_fwd"
     # param
@@ -424,7 +418,7 @@ def build_errors():
     err("content/index-duplicate", P, V, fp8_tensors(index=[0, 0, 1, 2, 0, 1, 1, 2]), "content", "unique")
     err("content/nums-zero-without-allow", P, V, fp8_tensors(nums=[1, 0, 2, 2]), "content", "q2k_block_nums")
     err("content/block-size-0", P, V, fp8_tensors(bsz=([1, 3], [0, 64, 64])), "content", "block_sizes")
-    return cases
+    return e.cases
 
 
 def main():
@@ -438,9 +432,7 @@ def main():
     write_cases(os.path.join(args.out_dir, "gpu", "bsa_fwd_small.json"), [c for c in small if c["op"] == "bsa_fwd"])
     write_cases(os.path.join(args.out_dir, "gpu", "bsa_fp8_fwd_small.json"),
                 [c for c in small if c["op"] == "bsa_fp8_fwd"])
-    errors = build_errors()
-    for op in ("bsa_fwd", "bsa_fp8_fwd"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("bsa_fwd", "bsa_fp8_fwd"))
     return 0
 
 

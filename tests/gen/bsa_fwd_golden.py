@@ -30,49 +30,22 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import (e4m3_bits_satfinite, e4m3_from_bits, from_bits, round_out, storage_index,  # noqa: E402
-                             to_bits)
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import (RandomTensor, e4m3_bits_satfinite, e4m3_from_bits, golden_main, out_bits,  # noqa: E402
+                             poison, softmax_rows, values_spec)
 
 SEED = 20250214
-
-
-def gather(flat, shape, strides):
-    return flat[storage_index(shape, strides)]
-
-
-class Tensor:
-    """A float input: random storage bits of its dtype (stride gaps included) and its logical values."""
-
-    def __init__(self, rng, dtype, shape, strides=None, std=1.0):
-        self.dtype, self.shape = dtype, list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(shape)
-        self.explicit = strides is not None
-        n = storage_size(self.shape, self.strides)
-        self.bits = to_bits(dtype, rng.normal(0.0, std, size=n))
-        self.val = gather(from_bits(dtype, self.bits), self.shape, self.strides)
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
-
-
-def int_spec(shape, values):
-    return {"shape": list(shape), "dtype": "int32", "init": {"kind": "values", "values": [int(x) for x in values]}}
 
 
 def input_specs(q, k, v, meta):
     """The input tensors of a case: q, k, v, q2k_block_index, and q2k_block_nums / block_sizes when the
     metadata has them."""
     tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(),
-               "q2k_block_index": int_spec(meta["index"].shape, meta["index"].reshape(-1))}
+               "q2k_block_index": values_spec("int32", meta["index"].shape, meta["index"].reshape(-1))}
     if meta["nums"] is not None:
-        tensors["q2k_block_nums"] = int_spec(meta["nums"].shape, meta["nums"].reshape(-1))
+        tensors["q2k_block_nums"] = values_spec("int32", meta["nums"].shape, meta["nums"].reshape(-1))
     if meta["bsz"] is not None:
-        tensors["block_sizes"] = int_spec(meta["bsz"].shape, meta["bsz"].reshape(-1))
+        tensors["block_sizes"] = values_spec("int32", meta["bsz"].shape, meta["bsz"].reshape(-1))
     return tensors
 
 
@@ -116,12 +89,7 @@ def attention(Q, K, V, meta, scale):
                 rows = slice(m * bs, min(S_q, (m + 1) * bs))
                 if keys.size == 0:
                     continue
-                z = scale * (Q[b, h, rows] @ K[b, r, keys].T)
-                mx = z.max(axis=1, keepdims=True)
-                w = np.exp(z - mx)
-                zs = w.sum(axis=1, keepdims=True)
-                o[b, h, rows] = (w @ V[b, r, keys]) / zs
-                lse[b, h, rows] = (mx + np.log(zs))[:, 0]
+                o[b, h, rows], lse[b, h, rows] = softmax_rows(scale * (Q[b, h, rows] @ K[b, r, keys].T), V[b, r, keys])
     return o, lse
 
 
@@ -167,15 +135,14 @@ def bsa_fwd_case(rng, name, seed, *, dtype, layout="bhsd", bs=64, B=1, H=2, H_kv
         counts = block_sparse_num if block_sparse_num is not None else K_max
     meta = make_metadata(rng, B, H, S_q, S_kv, bs, K_max, counts, empty_rows, rank, short)
     shp = (lambda h, s, d: [B, h, s, d]) if layout == "bhsd" else (lambda h, s, d: [B, s, h, d])
-    q = Tensor(rng, dtype, shp(H, S_q, D), q_strides, std=std)
-    k = Tensor(rng, dtype, shp(H_kv, S_kv, D), std=std)
-    v = Tensor(rng, dtype, shp(H_kv, S_kv, Dv))
+    q = RandomTensor(rng, dtype, shp(H, S_q, D), q_strides, std=std)
+    k = RandomTensor(rng, dtype, shp(H_kv, S_kv, D), std=std)
+    v = RandomTensor(rng, dtype, shp(H_kv, S_kv, Dv))
     alpha = scale if scale is not None else 1.0 / math.sqrt(D)
     o64, lse64 = attention(to_bhsd(q.val, layout), to_bhsd(k.val, layout), to_bhsd(v.val, layout), meta, alpha)
     o64 = from_bhsd(o64, layout)
     tensors = input_specs(q, k, v, meta)
-    poison = {"kind": "poison"}
-    tensors["o"] = {"shape": list(o64.shape), "dtype": dtype, "init": poison, "output": True}
+    tensors["o"] = poison(o64.shape, dtype)
     config = {"layout": layout, "sparse_block_size": bs}
     if scale is not None:
         config["scale"] = scale
@@ -187,10 +154,10 @@ def bsa_fwd_case(rng, name, seed, *, dtype, layout="bhsd", bs=64, B=1, H=2, H_kv
         config["kv_splits"] = kv_splits
     if validate:
         config["validate_inputs"] = True
-    golden = {"o": {"bits": [int(x) for x in round_out(dtype, o64.reshape(-1))]}}
+    golden = {"o": {"bits": out_bits(dtype, o64)}}
     compare = {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}
     if with_lse:
-        tensors["lse"] = {"shape": [B, H, S_q], "dtype": "fp32", "init": poison, "output": True}
+        tensors["lse"] = poison([B, H, S_q], "fp32")
         golden["lse"] = {"values": [float(x) if math.isfinite(x) else "-inf" for x in lse64.reshape(-1)]}
         compare["lse"] = {"mode": "lse"}
     n_empty = int(np.sum(~np.isfinite(lse64)))
@@ -199,11 +166,8 @@ def bsa_fwd_case(rng, name, seed, *, dtype, layout="bhsd", bs=64, B=1, H=2, H_kv
 
 
 def bsa_fwd_cases(rng):
-    cases, seed = [], [5000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(bsa_fwd_case(rng, "bsa-fwd-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, bsa_fwd_case, "bsa-fwd-golden/", 5000)
+    add = cases.add
 
     add("bf16/bhsd/bs64/d64/mha/fixed-kmax/sq70-skv130", dtype="bf16", S_q=70, S_kv=130, K_max=3)
     add("fp16/bshd/bs64/d64-dv128/gqa/variable/empty/bsz1-short/validate", dtype="fp16", layout="bshd", H=4, H_kv=2,
@@ -280,9 +244,9 @@ def fp8_case(rng, name, seed, *, B=1, H=2, S_q=64, S_kv=128, K_max=2, counts=Non
     if counts is None:
         counts = block_sparse_num if block_sparse_num is not None else K_max
     meta = make_metadata(rng, B, H, S_q, S_kv, bs, K_max, counts, empty_rows, rank, short)
-    q = Tensor(rng, "bf16", [B, H, S_q, D], std=std)
-    k = Tensor(rng, "bf16", [B, H, S_kv, D], std=std)
-    v = Tensor(rng, "bf16", [B, H, S_kv, D], std=std)
+    q = RandomTensor(rng, "bf16", [B, H, S_q, D], std=std)
+    k = RandomTensor(rng, "bf16", [B, H, S_kv, D], std=std)
+    v = RandomTensor(rng, "bf16", [B, H, S_kv, D], std=std)
     alpha = scale if scale is not None else 1.0 / math.sqrt(D)
     Qd, Kd, Vd = quantize(q.val, k.val, v.val)
     o64, _ = attention(Qd, Kd, Vd, meta, alpha)
@@ -293,7 +257,7 @@ def fp8_case(rng, name, seed, *, B=1, H=2, S_q=64, S_kv=128, K_max=2, counts=Non
     if std == 0.5:
         assert stats["fp8_ref_vs_bsa_fwd"] <= 8e-2, stats  # SPEC.md §2.6 tests
     tensors = input_specs(q, k, v, meta)
-    tensors["o"] = {"shape": [B, H, S_q, D], "dtype": "bf16", "init": {"kind": "poison"}, "output": True}
+    tensors["o"] = poison([B, H, S_q, D], "bf16")
     config = {}
     if scale is not None:
         config["scale"] = scale
@@ -305,16 +269,13 @@ def fp8_case(rng, name, seed, *, B=1, H=2, S_q=64, S_kv=128, K_max=2, counts=Non
         config["validate_inputs"] = True
     case = {"name": name, "op": "bsa_fp8_fwd", "config": config, "seed": seed, "tensors": tensors,
             "compare": {"o": {"mode": "rel_l2", "tol": TOL["e4m3"]}},
-            "golden": {"o": {"bits": [int(x) for x in round_out("bf16", o64.reshape(-1))]}}}
+            "golden": {"o": {"bits": out_bits("bf16", o64)}}}
     return case, stats
 
 
 def fp8_cases(rng):
-    cases, seed = [], [6000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(fp8_case(rng, "bsa-fp8-fwd-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, fp8_case, "bsa-fp8-fwd-golden/", 6000)
+    add = cases.add
 
     add("fixed-kmax/sq64-skv128", S_q=64, S_kv=128, K_max=2)
     add("variable/empty/bsz1-short/sq70-skv150/validate", S_q=70, S_kv=150, K_max=3, counts="variable",
@@ -326,17 +287,9 @@ def fp8_cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    fwd = bsa_fwd_cases(rng)
-    write_golden(os.path.join(args.out_dir, "bsa_fwd_golden.json"), fwd)
-    for c, n_empty in fwd:
-        print(f"  {c['name']}: {n_empty} empty rows")
-    fp8 = fp8_cases(rng)
-    write_golden(os.path.join(args.out_dir, "bsa_fp8_fwd_golden.json"), fp8)
-    for c, st in fp8:
-        print(f"  {c['name']}: " + ", ".join(f"{k} {v:.3e}" for k, v in st.items()))
-    return 0
+    return golden_main(__doc__, SEED, [
+        ("bsa_fwd_golden.json", bsa_fwd_cases, lambda n_empty: f"{n_empty} empty rows"),
+        ("bsa_fp8_fwd_golden.json", fp8_cases, lambda st: ", ".join(f"{k} {v:.3e}" for k, v in st.items()))])
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ Run tests/gen/bsa_fwd_cases.py first (this reads its outputs).
 
 Usage: python3 tests/gen/bsa_fwd_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases, pinned_to  # noqa: E402
+from casegen_common import case_args, derive_cases, pinned_to  # noqa: E402
 
 
 def eligible(case):
@@ -77,9 +76,7 @@ def extra_cases(rng, count):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     rng = random.Random(0xB5A0)
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("bsa_fwd_grid.json", "bsa_fwd_hopper_grid.json"), ("bsa_fwd_small.json", "bsa_fwd_hopper_small.json")],

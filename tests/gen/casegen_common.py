@@ -54,6 +54,29 @@ def random_sinks(rng, kind, H):
     return vals
 
 
+def draw_heads(rng, groups, small, gqa_kv_small):
+    """(H_kv, H) of a random MHA, GQA (group size groups[0] or groups[1]) or MQA configuration: one rng.choice
+    of the kind, then one or two more. gqa_kv_small: the H_kv choices of a small GQA draw."""
+    kind = rng.choice(["mha", "gqa0", "gqa1", "mqa"])
+    if kind == "mha":
+        H_kv = rng.choice([1, 2, 3] if not small else [1, 2])
+        return H_kv, H_kv
+    if kind == "mqa":
+        return 1, rng.choice([2, 4, 8] if not small else [2, 3])
+    H_kv = rng.choice([1, 2] if not small else gqa_kv_small)
+    return H_kv, groups[int(kind[3])] * H_kv
+
+
+def fewer_heads(d):
+    """Halves a draw's head count d.H, keeping the group size d.H / d.H_kv while d.H_kv > 1 can shrink."""
+    g = d.H // d.H_kv
+    if d.H_kv > 1:
+        d.H_kv //= 2
+    else:
+        g //= 2
+    d.H = g * d.H_kv
+
+
 def scatter_pages(rng, need, spare):
     """Scattered, non-monotonic physical pages: a shuffled range of sum(need) + spare page ids (one
     rng.shuffle), cut into need[b] pages for request b in order. Returns (total, pages)."""
@@ -169,6 +192,124 @@ def indexer_compare(deterministic):
     return cmp
 
 
+class CaseList(list):
+    """Cases built in order: add(name, **kw) appends build(rng, prefix + name, seed, **kw) with the seeds
+    seed0 + 1, seed0 + 2, ... (a golden generator's cases(rng))."""
+
+    def __init__(self, rng, build, prefix, seed0):
+        super().__init__()
+        self.rng, self.build, self.prefix, self.seed = rng, build, prefix, seed0
+
+    def add(self, name, **kw):
+        self.seed += 1
+        self.append(self.build(self.rng, self.prefix + name, self.seed, **kw))
+
+
+class Errors:
+    """Collects the rejection cases of an op: err(name, config, tensors, category, contains, gpu_only, op) adds
+    {"name": prefix + name, "op" (default: the Errors' op), "config", "seed": seed0 + its index (no seed when
+    seed0 is None), "tensors", "expect_error"} (and "gpu_only": true for a rule only a device call has); a
+    "{op}" in prefix stands for the case's op. The other argument orders of the generators:
+    err_op(name, op, config, ...) and rule(name, tensors, category, contains, config, gpu_only), whose
+    config defaults to the Errors' config."""
+
+    def __init__(self, op, prefix, seed0, config=None):
+        self.op, self.prefix, self.seed0, self.config, self.cases = op, prefix, seed0, config, []
+
+    def err(self, name, config, tensors, category, contains, gpu_only=False, op=None):
+        op = op or self.op
+        c = {"name": self.prefix.format(op=op) + name, "op": op, "config": config}
+        if self.seed0 is not None:
+            c["seed"] = self.seed0 + len(self.cases)
+        c["tensors"] = tensors
+        c["expect_error"] = {"category": category, "contains": contains}
+        if gpu_only:
+            c["gpu_only"] = True
+        self.cases.append(c)
+
+    def err_op(self, name, op, config, tensors, category, contains, gpu_only=False):
+        self.err(name, config, tensors, category, contains, gpu_only, op=op)
+
+    def rule(self, name, tensors, category, contains, config=None, gpu_only=False):
+        self.err(name, dict(self.config) if config is None else config, tensors, category, contains, gpu_only)
+
+    # The rules every op with 16-bit inputs shares, one case per tensor; base(**kw) returns a valid call's
+    # tensors (q among them).
+
+    def all_dtypes(self, config, base, names):
+        """dtype/all-<dt>: the tensors `names` all fp32, then all e4m3."""
+        for dt in ("fp32", "e4m3"):
+            t = base()
+            for n in names:
+                t[n]["dtype"] = dt
+            self.err(f"dtype/all-{dt}", config, t, "dtype", "q: expected fp16 or bf16, got " + dt)
+
+    def dtype_mismatches(self, config, base, triples):
+        """dtype/<n>-<dt>-for-<want>: for (n, dt, want), q and the others `want`, tensor n dt."""
+        for n, dt, want in triples:
+            self.err(f"dtype/{n}-{dt}-for-{want}", config, edited(base, lambda t: t[n].update(dtype=dt), dtype=want),
+                     "dtype", f"{n}: expected {want} (q's dtype), got {dt}")
+
+    def int64_metadata(self, config, base, names):
+        """dtype/<n>-int64: each int32 tensor of `names` int64 instead."""
+        for n in names:
+            self.err(f"dtype/{n}-int64", config, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
+                     f"{n}: expected int32, got int64")
+
+    def missing(self, config, base, names):
+        """args/<n>-missing: each required tensor of `names` left out."""
+        for n in names:
+            self.err(f"args/{n}-missing", config, edited(base, lambda t: t.pop(n)), "args",
+                     f"{n}: expected a tensor, got none")
+
+    def innermost_strides(self, config, base, pairs):
+        """layout/<n>-innermost-stride2: for (n, strides), tensor n with those strides (innermost 2)."""
+        for n, strides in pairs:
+            self.err(f"layout/{n}-innermost-stride2", config, edited(base, lambda t: t[n].update(strides=strides)),
+                     "layout", f"{n}: expected innermost stride 1")
+
+    def not_contiguous(self, config, base, pairs):
+        """layout/<n>-strides-<strides>: for (n, strides), tensor n (one that must be row-major) with those
+        strides."""
+        for n, strides in pairs:
+            self.err(f"layout/{n.replace('_', '-')}-strides-" + "-".join(map(str, strides)), config,
+                     edited(base, lambda t: t[n].update(strides=strides)), "layout",
+                     f"{n}: expected a contiguous (row-major) tensor")
+
+
+def edited(base, f, **kw):
+    """A copy of base(**kw) (a valid call's tensors) passed through f, which edits it in place."""
+    t = copy.deepcopy(base(**kw))
+    f(t)
+    return t
+
+
+def config_with(config, **kw):
+    """A copy of `config` with the keys of kw set; a key given None is left out."""
+    c = dict(config)
+    c.update(kw)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+def attention_name_parts(d):
+    """The parts of a gqa-style case name for a draw's options off their defaults: wl<N>, wr<N>, cap<x>,
+    sm<x>, rope-<layout>-r<R>, sinks-<kind>."""
+    parts = []
+    if d.wl != -1:
+        parts.append(f"wl{d.wl}")
+    if d.wr != -1:
+        parts.append(f"wr{d.wr}")
+    if d.softcap:
+        parts.append(f"cap{d.softcap:g}")
+    if d.sm_scale is not None:
+        parts.append(f"sm{d.sm_scale:g}")
+    if d.rope:
+        parts.append(f"rope-{d.rope}-r{d.R}")
+    if d.sinks:
+        parts.append(f"sinks-{d.sinks}")
+    return parts
+
+
 def normal(std=1.0):
     return {"kind": "normal", "mean": 0.0, "std": std}
 
@@ -277,6 +418,12 @@ def write_cases(path, cases, extra=""):
     write_cases_text(path, cases, dumps_one_case_per_line(cases), extra)
 
 
+def write_errors_per_op(out_dir, errors, ops):
+    """OUT_DIR/<op>_errors.json for each op of ops: the cases of `errors` whose "op" is that op, in order."""
+    for op in ops:
+        write_cases(os.path.join(out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+
+
 def write_golden(path, cases):
     """write_cases_text of the plain cases of [(case, ...), ...] as an indented golden file (dumps_indented)."""
     plain = [c for c, _ in cases]
@@ -315,6 +462,21 @@ def case_args(doc, count=None, out_dir=True, out_file=None):
     if count is not None:
         ap.add_argument("--count", type=int, default=count)
     return ap
+
+
+def errors_then_gpu_main(doc, op, build_errors, gpu_cases, count):
+    """The main() of a generator whose GPU files wait for a kernel: writes OUT_DIR/<op>_errors.json from
+    build_errors(), and with --gpu OUT_DIR/gpu/<op>_grid.json and <op>_small.json from gpu_cases(--count)
+    (a (grid, small) pair; --count defaults to count)."""
+    ap = case_args(doc, count=count)
+    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
+    args = ap.parse_args()
+    write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), build_errors())
+    if args.gpu:
+        grid, small = gpu_cases(args.count)
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"), grid)
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"), small)
+    return 0
 
 
 def pinned_to(case, backend="hopper", prefix="hopper/", suffix="", drop=()):

@@ -1,5 +1,5 @@
 """numpy helpers shared by the golden generators tests/gen/*_golden.py: number formats, strided storage,
-fp32 "values" specs, RoPE.
+random 16-bit / e4m3 inputs, tensor specs, RoPE, and the generators' common main().
 
 numpy 1.24 has float16 but neither bfloat16 nor float8, so bf16 and e4m3 are implemented from their
 definitions:
@@ -16,10 +16,11 @@ Two e4m3 encoders with different jobs:
 Standard-library pieces (strides, JSON, scalar encoders) are in tests/gen/casegen_common.py.
 """
 import math
+import os
 
 import numpy as np
 
-from casegen_common import E4M3_POS_VALUES
+from casegen_common import E4M3_POS_VALUES, case_args, contiguous, storage_size, tensor, write_golden
 
 STORAGE_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "e4m3": np.uint8}
 
@@ -163,6 +164,12 @@ def round_out(dtype, x64):
     return fp16_bits_from_f32(f32) if dtype == "fp16" else bf16_bits_from_finite_f32(f32)
 
 
+def out_bits(dtype, x64):
+    """Bits (row-major) of a float64 array rounded once to dtype (round_out), as a list of ints: a golden
+    file's expected output."""
+    return [int(b) for b in round_out(dtype, np.ascontiguousarray(x64).reshape(-1))]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Strided storage and "values" specs
 
@@ -177,6 +184,71 @@ def storage_index(shape, strides):
     return idx
 
 
+def gather(flat, shape, strides):
+    """Logical values (a copy) of a flat storage array through strides; zeros when any extent is 0."""
+    if any(e == 0 for e in shape):
+        return np.zeros(shape, dtype=np.float64)
+    return flat[storage_index(shape, strides)]
+
+
+def padded_strides(shape, pads):
+    """Class F strides: innermost 1, each outer stride the packed one plus pads[d] elements (pads in
+    multiples of 8 elements = 16 bytes for 16-bit types, so the strides stay class F on a device too),
+    outermost pad first."""
+    assert len(pads) == len(shape) - 1 and all(p % 8 == 0 for p in pads)
+    st = [1]
+    acc = shape[-1]
+    for d in range(len(shape) - 2, -1, -1):
+        acc += pads[d]
+        st.insert(0, acc)
+        acc *= shape[d]
+    return st
+
+
+class RandomTensor:
+    """A float input given by the bits of its whole storage (stride gaps included): random normal values
+    (or `values`, one per storage element) encoded by to_bits; `val` holds the logical values as float64."""
+
+    def __init__(self, rng, dtype, shape, strides=None, std=1.0, values=None):
+        self.dtype, self.shape = dtype, list(shape)
+        self.strides = list(strides) if strides is not None else contiguous(self.shape)
+        self.explicit_strides = strides is not None
+        n = storage_size(self.shape, self.strides)
+        if values is None:
+            values = rng.normal(0.0, std, size=n)
+        self.bits = to_bits(dtype, np.asarray(values, dtype=np.float64).reshape(-1)) if n else np.zeros(0, np.uint16)
+        assert self.bits.size == n
+        self.refresh()
+
+    def refresh(self):
+        """Recomputes `val` after `bits` changed."""
+        self.val = gather(from_bits(self.dtype, self.bits), self.shape, self.strides)
+
+    def spec(self):
+        return bits_spec(self.dtype, self.shape, self.bits, self.strides if self.explicit_strides else None)
+
+
+def bits_spec(dtype, shape, bits, strides=None):
+    """An input tensor's spec given by the bits of its whole storage (strides stated only when given)."""
+    return tensor(shape, dtype, {"kind": "bits", "bits": [int(b) for b in bits]}, strides)
+
+
+def poison(shape, dtype):
+    """An output tensor's spec, poisoned."""
+    return tensor(shape, dtype, {"kind": "poison"}, output=True)
+
+
+def int_tensor(shape, vals, strides=None, fill=-7777):
+    """An int32 input holding the logical values `vals` (row-major) in storage of `strides`; storage gaps
+    get `fill`."""
+    st = list(strides) if strides is not None else contiguous(shape)
+    n = storage_size(shape, st)
+    store = np.full(n, fill, dtype=np.int64)
+    if n:
+        store[storage_index(shape, st).reshape(-1)] = np.asarray(vals, dtype=np.int64).reshape(-1)
+    return values_spec("int32", shape, store, strides)
+
+
 def fmt_value(x):
     """A JSON "values" entry: integers stay integers, floats are floats, +-inf the strings "inf" / "-inf"."""
     if isinstance(x, (int, np.integer)):
@@ -186,15 +258,68 @@ def fmt_value(x):
 
 
 def values_spec(dtype, shape, values, strides=None):
-    s = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        s["strides"] = list(strides)
-    s["init"] = {"kind": "values", "values": [fmt_value(x) for x in values]}
-    return s
+    """An input tensor's spec given by its storage values (fmt_value each; strides stated only when given)."""
+    return tensor(shape, dtype, {"kind": "values", "values": [fmt_value(x) for x in values]}, strides)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Reference math
+
+
+def softmax_row(z, values):
+    """One attention row in float64: logits z [n] (n >= 1), values [n, D] -> (o [D], lse) with
+    o = sum_j softmax(z)_j values_j and lse = log sum_j exp(z_j) (natural log)."""
+    m = z.max()
+    w = np.exp(z - m)
+    return (w @ values) / w.sum(), m + math.log(w.sum())
+
+
+def softmax_rows(z, values):
+    """softmax_row of every row of logits z [r, n] (n >= 1) over values [n, D] -> (o [r, D], lse [r])."""
+    mx = z.max(axis=1, keepdims=True)
+    w = np.exp(z - mx)
+    zs = w.sum(axis=1, keepdims=True)
+    return (w @ values) / zs, (mx + np.log(zs))[:, 0]
+
+
+def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0=None):
+    """One (request, head) of gqa-style attention in float64: Q [ql, D], K / V [kl, D] -> o [ql, D], lse [ql].
+    Query i sits at position p = p0 + i (default p0 = kl - ql: the queries are the last positions), key j
+    at j; key j is visible iff (not causal or j <= p), (wl < 0 or j >= p - wl) and (wr < 0 or j <= p + wr).
+    Logits alpha <q, k>, softcapped (softcap * tanh(z / softcap)) when softcap > 0; sink is an extra logit
+    in every row's softmax (-inf: none; +inf: every row zero with lse +inf). A row with nothing visible
+    and no sink is zero with lse -inf."""
+    ql, kl = Q.shape[0], K.shape[0]
+    if p0 is None:
+        p0 = kl - ql
+    o = np.zeros((ql, Q.shape[1]))
+    lse = np.full(ql, -math.inf)
+    if ql == 0:
+        return o, lse
+    if sink == math.inf:
+        return o, np.full(ql, math.inf)
+    p = np.arange(ql)[:, None] + p0
+    j = np.arange(kl)[None, :]
+    vis = np.ones((ql, kl), dtype=bool)
+    if causal:
+        vis &= j <= p
+    if wl >= 0:
+        vis &= j >= p - wl
+    if wr >= 0:
+        vis &= j <= p + wr
+    z = alpha * (Q @ K.T) if kl else np.zeros((ql, 0))
+    lg = softcap * np.tanh(z / softcap) if softcap > 0 else z
+    lg = np.where(vis, lg, -math.inf)
+    for i in range(ql):
+        row = lg[i]
+        m = max(float(row.max()) if kl else -math.inf, sink)
+        if m == -math.inf:
+            continue
+        w = np.exp(row - m)  # exp(-inf) = 0 for hidden keys
+        zsum = w.sum() + math.exp(sink - m)
+        o[i] = (w @ V) / zsum if kl else 0.0
+        lse[i] = m + math.log(zsum)
+    return o, lse
 
 
 def rope_rotate(x, cos, sin, layout, R):
@@ -210,3 +335,30 @@ def rope_rotate(x, cos, sin, layout, R):
         y[:, 0:R:2] = a * cos - b * sin
         y[:, 1:R:2] = b * cos + a * sin
     return y
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+def golden_main(doc, seed, files, self_test=None):
+    """The main() of a golden generator: parses --out-dir (and, with self_test, --self-test-only; the self
+    test runs first). Then, with one np.random.default_rng(seed), for each (file_name, cases[, describe]) of
+    files in order: builds cases(rng) (a list of (case, note)), writes it to OUT_DIR/file_name and prints
+    each case's describe(note) (default str)."""
+    ap = case_args(doc)
+    if self_test is not None:
+        ap.add_argument("--self-test-only", action="store_true")
+    args = ap.parse_args()
+    if self_test is not None:
+        print("self-test:")
+        self_test()
+        if args.self_test_only:
+            return 0
+    rng = np.random.default_rng(seed)
+    for file_name, cases, *describe in files:
+        built = cases(rng)
+        write_golden(os.path.join(args.out_dir, file_name), built)
+        for c, note in built:
+            print(f"  {c['name']}: {(describe[0] if describe else str)(note)}")
+    return 0

@@ -24,10 +24,11 @@ Usage: python3 tests/gen/dsa_decode_cases.py [--out-dir tests/cases] [--gpu] [--
 import os
 import random
 import sys
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, tensor,  # noqa: E402
-                            values, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, config_with, edited, errors_then_gpu_main,  # noqa: E402
+                            normal, random_padded_strides, tensor, values)
 
 OP = "dsa_decode"
 CFG = {"dim_tail": 0, "stride_kv": 1, "q_start_index_s": 0}
@@ -54,25 +55,13 @@ def reshape_indices(t, dim, val):
 
 
 def cfg(**kw):
-    c = dict(CFG)
-    c.update(kw)
-    return c
+    return config_with(CFG, **kw)
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "dsa-decode-error/" + name, "op": OP, "config": config, "seed": 7500 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
-    def edit(f, **kw):
-        t = base(**kw)
-        f(t)
-        return t
+    e = Errors(OP, "dsa-decode-error/", 7500)
+    err = e.err
+    edit = partial(edited, base)
 
     # --- param: dim_tail, stride_kv, q_start_index_s required integers in range; sm_scale finite > 0 ---
     for key, rule in (("dim_tail", "0 or a power of two in [16, 128]"), ("stride_kv", "an integer >= 1"),
@@ -101,22 +90,16 @@ def build_errors():
     err("param/unknown-impl", cfg(impl="fast"), base(), "param", "impl: expected")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "kv", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("kv", "bf16", "fp16"), ("o", "fp16", "bf16"), ("kv", "fp32", "bf16"), ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edit(lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes(CFG, base, ("q", "kv", "o"))
+    e.dtype_mismatches(CFG, base, (("kv", "bf16", "fp16"), ("o", "fp16", "bf16"), ("kv", "fp32", "bf16"),
+                                   ("o", "fp32", "fp16")))
     err("dtype/indices-int64", CFG, edit(lambda t: t["indices"].update(dtype="int64")), "dtype",
         "indices: expected int32, got int64")
     err("dtype/indices-fp16", CFG, edit(lambda t: t["indices"].update(dtype="fp16")), "dtype",
         "indices: expected int32, got fp16")
 
     # --- args ---
-    for n in ("q", "kv", "indices", "o"):
-        err(f"args/{n}-missing", CFG, edit(lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "kv", "indices", "o"))
     err("args/unknown-tensor-k", CFG, edit(lambda t: t.update(k=tensor([1, 4, 1, 64], "fp16", normal()))), "args",
         "k: expected one of")
     err("args/unknown-tensor-lse", CFG, edit(lambda t: t.update(lse=tensor([1, 2, 2], "fp32", POISON, output=True))),
@@ -163,17 +146,13 @@ def build_errors():
             f"q: expected group size g = H / H_kv a power of two >= 16 when H_kv > 1, got {H // H_kv}")
 
     # --- layout ---
-    for n, strides in (("q", [512, 256, 128, 2]), ("kv", [512, 128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [512, 256, 128, 2]), ("kv", [512, 128, 128, 2])))
     err("layout/q-head-stride-136-bytes", CFG, edit(lambda t: t["q"].update(strides=[272, 136, 68, 1])), "layout",
         "q: expected dim 2 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/kv-token-stride-132-bytes", CFG, edit(lambda t: t["kv"].update(strides=[264, 66, 64, 1])), "layout",
         "kv: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
-    for strides in ([512, 256, 64, 1], [256, 128, 64, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), CFG, edit(lambda t: t["o"].update(strides=strides)),
-            "layout", "o: expected a contiguous (row-major) tensor")
-    return cases
+    e.not_contiguous(CFG, base, (("o", [512, 256, 64, 1]), ("o", [256, 128, 64, 0])))
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -249,15 +228,7 @@ def gpu_cases(count):
 
 
 def main():
-    ap = case_args(__doc__, count=240)
-    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
-    args = ap.parse_args()
-    write_cases(os.path.join(args.out_dir, "dsa_decode_errors.json"), build_errors())
-    if args.gpu:
-        grid, small = gpu_cases(args.count)
-        write_cases(os.path.join(args.out_dir, "gpu", "dsa_decode_grid.json"), grid)
-        write_cases(os.path.join(args.out_dir, "gpu", "dsa_decode_small.json"), small)
-    return 0
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
 
 
 if __name__ == "__main__":

@@ -27,47 +27,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import from_bits, round_out, storage_index, to_bits  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import (RandomTensor, golden_main, out_bits, padded_strides, poison, softmax_row,  # noqa: E402
+                             values_spec)
 
 SEED = 20261203
 OP = "dsa_decode"
-
-
-def padded(shape, pads):
-    """Class F strides of a BSHD shape: innermost 1, each outer stride the packed one plus pads[d]
-    elements (multiples of 8 elements = 16 bytes), outermost pad first."""
-    assert len(pads) == len(shape) - 1 and all(p % 8 == 0 for p in pads)
-    st = [1]
-    acc = shape[-1]
-    for d in range(len(shape) - 2, -1, -1):
-        acc += pads[d]
-        st.insert(0, acc)
-        acc *= shape[d]
-    return st
-
-
-class Tensor:
-    """A 16-bit input: random storage bits (stride gaps included) and its logical float64 values."""
-
-    def __init__(self, rng, dtype, shape, strides=None):
-        self.dtype = dtype
-        self.shape = list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(self.shape)
-        self.explicit = strides is not None
-        n = storage_size(self.shape, self.strides)
-        self.bits = to_bits(dtype, rng.normal(0.0, 1.0, size=n))
-        if any(e == 0 for e in self.shape):
-            self.val = np.zeros(self.shape)
-        else:
-            self.val = from_bits(dtype, self.bits)[storage_index(self.shape, self.strides)]
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
 
 
 def index_row(rng, S_kv, K):
@@ -96,7 +61,7 @@ def build_case(rng, name, seed, *, dtype, B, S, H, H_kv, S_kv, K, D, dim_tail, s
     strides = strides or {}
 
     def make(nm, shape):
-        return Tensor(rng, dtype, shape, padded(shape, strides[nm]) if nm in strides else None)
+        return RandomTensor(rng, dtype, shape, padded_strides(shape, strides[nm]) if nm in strides else None)
 
     q = make("q", [B, S, H, Dqk])
     kv = make("kv", [B, S_kv, H_kv, Dqk])
@@ -118,10 +83,8 @@ def build_case(rng, name, seed, *, dtype, B, S, H, H_kv, S_kv, K, D, dim_tail, s
                     zero_rows += 1
                     continue
                 keys = kv.val[b, xs, r]  # one row per valid slot, repeats included
-                z = alpha * (keys @ q.val[b, s, h])
-                w = np.exp(z - z.max())
-                o[b, s, h] = (w @ keys[:, :D]) / w.sum()
-    o_bits = [int(x) for x in round_out(dtype, o.reshape(-1))]
+                o[b, s, h] = softmax_row(alpha * (keys @ q.val[b, s, h]), keys[:, :D])[0]
+    o_bits = out_bits(dtype, o)
 
     config = {"dim_tail": dim_tail, "stride_kv": stride_kv, "q_start_index_s": q_start}
     if sm_scale is not None:
@@ -129,20 +92,15 @@ def build_case(rng, name, seed, *, dtype, B, S, H, H_kv, S_kv, K, D, dim_tail, s
     if not causal:
         config["is_causal"] = False
     tensors = {"q": q.spec(), "kv": kv.spec(),
-               "indices": {"shape": [B, S, H_kv, K], "dtype": "int32",
-                           "init": {"kind": "values", "values": [int(x) for x in idx.reshape(-1)]}},
-               "o": {"shape": [B, S, H, D], "dtype": dtype, "init": {"kind": "poison"}, "output": True}}
+               "indices": values_spec("int32", [B, S, H_kv, K], idx.reshape(-1)), "o": poison([B, S, H, D], dtype)}
     case = {"name": name, "op": OP, "config": config, "seed": seed, "tensors": tensors,
             "compare": {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}, "golden": {"o": {"bits": o_bits}}}
     return case, f"{zero_rows} exact-zero rows" if zero_rows else "no exact-zero rows"
 
 
 def cases(rng):
-    out, seed = [], [41000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "dsa-decode-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "dsa-decode-golden/", 41000)
+    add = out.add
 
     # stride_kv 1 and 4; q_start_index_s 0 (the early rows of stride 4 are exactly zero) and > 0; causal and
     # not; dim_tail 0 / 16 / 64 / 128; D 64 / 128 / 256 / 512; H_kv = 1 (g up to 16) and H_kv = 2 (g = 16, the
@@ -182,13 +140,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "dsa_decode_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("dsa_decode_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, case_args, contiguous, storage_size, tensor, values, write_cases  # noqa: E402
+from casegen_common import Errors, OUTB, case_args, contiguous, storage_size, tensor, values, write_cases  # noqa: E402
 
 SEED_FP8 = 0xF8_1D
 FP8 = "fp8_lightning_indexer"
@@ -186,7 +186,7 @@ def fp8_small():
 
 
 def fp8_errors():
-    cases = []
+    e = Errors(FP8, "fp8li-error/", 5000, config={})
 
     def base(dtype="bf16", B=1, S=2, S_kv=3, H=4, G=1, D=64, scale=False):
         t = {
@@ -201,12 +201,7 @@ def fp8_errors():
             t["index_k_scale"] = tensor([B, S_kv, G], "fp32", {"kind": "uniform", "low": 0.5, "high": 1.0})
         return t
 
-    def err(name, tensors, category, contains, config=None, gpu_only=False):
-        c = {"name": f"fp8li-error/{name}", "op": FP8, "config": config or {}, "seed": 5000 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    err = e.rule
 
     # dtype
     t = base()
@@ -323,7 +318,7 @@ def fp8_errors():
     t = base("e4m3", B=1, S_kv=3, G=1, scale=True)
     t["index_k_scale"]["init"] = {"kind": "bits", "bits": [1065353216, 1065353216, 2143289344]}  # 1, 1, NaN
     err("content/scale-nan", t, "content", "index_k_scale: expected finite values > 0", config={"validate_inputs": True})
-    return cases
+    return e.cases
 
 
 def main():

@@ -30,9 +30,11 @@ Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]
 import os
 import random
 import sys
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, case_args, normal, random_padded_strides, tensor, write_cases  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, case_args, draw_heads, edited, normal, random_padded_strides, tensor,  # noqa: E402
+                            write_cases)
 
 OP = "gqa_bwd"
 ACCEPTED_D = "expected head dim D in {64, 96, 128, 256}"
@@ -57,19 +59,9 @@ def base(dtype="fp16", B=1, S=4, H=2, H_kv=1, D=64):
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "gqa-bwd-error/" + name, "op": OP, "config": config, "seed": 6000 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
-    def edit(f, **kw):
-        t = base(**kw)
-        f(t)
-        return t
+    e = Errors(OP, "gqa-bwd-error/", 6000)
+    err = e.err
+    edit = partial(edited, base)
 
     # --- param: sm_scale finite and > 0; is_causal a boolean; unknown keys (gqa_fwd's options included) ---
     err("param/sm-scale-zero", {"sm_scale": 0.0}, base(), "param", "sm_scale: expected a finite value > 0, got 0")
@@ -86,22 +78,15 @@ def build_errors():
     err("param/unknown-impl", {"impl": "fast"}, base(), "param", "impl: expected")
 
     # --- dtype: 16-bit inputs of one dtype, lse fp32, outputs in q's dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k", "v", "o", "do", "dq", "dk", "dv"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", {}, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("k", "bf16", "fp16"), ("v", "bf16", "fp16"), ("o", "fp16", "bf16"), ("do", "fp16", "bf16"),
-                        ("k", "fp32", "fp16"), ("dq", "bf16", "fp16"), ("dk", "fp16", "bf16"),
-                        ("dv", "fp32", "bf16")):
-        err(f"dtype/{n}-{dt}-for-{want}", {}, edit(lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes({}, base, ("q", "k", "v", "o", "do", "dq", "dk", "dv"))
+    e.dtype_mismatches({}, base, (("k", "bf16", "fp16"), ("v", "bf16", "fp16"), ("o", "fp16", "bf16"),
+                                  ("do", "fp16", "bf16"), ("k", "fp32", "fp16"), ("dq", "bf16", "fp16"),
+                                  ("dk", "fp16", "bf16"), ("dv", "fp32", "bf16")))
     for dt in ("fp16", "bf16"):
         err(f"dtype/lse-{dt}", {}, edit(lambda t: t["lse"].update(dtype=dt)), "dtype", f"lse: expected fp32, got {dt}")
 
     # --- args: every tensor required, no unknown names ---
-    for n in ("q", "k", "v", "o", "do", "lse", "dq", "dk", "dv"):
-        err(f"args/{n}-missing", {}, edit(lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing({}, base, ("q", "k", "v", "o", "do", "lse", "dq", "dk", "dv"))
     err("args/unknown-tensor-name", {}, edit(lambda t: t.update(dO=tensor([1, 4, 2, 64], "fp16", normal()))),
         "args", "dO: expected one of")
     err("args/gqa-fwd-tensor-q-scale", {}, edit(lambda t: t.update(q_scale=tensor([1, 1], "fp32", normal()))),
@@ -149,21 +134,16 @@ def build_errors():
         "lse: expected dim 0 (B) = 1, got 3")
 
     # --- layout: inputs class F (innermost stride 1; on a device 16-byte strides), outputs class O ---
-    for n, strides in (("q", [512, 128, 64, 2]), ("k", [256, 128, 128, 2]), ("v", [256, 128, 128, 2]),
-                       ("o", [512, 128, 64, 2]), ("do", [512, 128, 64, 2])):
-        err(f"layout/{n}-innermost-stride2", {}, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides({}, base, (("q", [512, 128, 64, 2]), ("k", [256, 128, 128, 2]), ("v", [256, 128, 128, 2]),
+                                   ("o", [512, 128, 64, 2]), ("do", [512, 128, 64, 2])))
     # a head stride of 68 elements = 136 bytes: element-aligned (host reference accepts it), not 16-byte
     err("layout/q-head-stride-136-bytes", {}, edit(lambda t: t["q"].update(strides=[544, 136, 68, 1])), "layout",
         "q: expected dim 2 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/do-token-stride-136-bytes", {}, edit(lambda t: t["do"].update(strides=[272, 68, 64, 1]), H=1),
         "layout", "do: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
-    for n, strides in (("dq", [1024, 256, 64, 1]), ("dk", [512, 128, 64, 1]), ("dv", [288, 72, 64, 1]),
-                       ("dq", [512, 128, 64, 0])):
-        nm = f"layout/{n}-strides-" + "-".join(map(str, strides))
-        err(nm, {}, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected a contiguous (row-major) tensor")
-    return cases
+    e.not_contiguous({}, base, (("dq", [1024, 256, 64, 1]), ("dk", [512, 128, 64, 1]), ("dv", [288, 72, 64, 1]),
+                                ("dq", [512, 128, 64, 0])))
+    return e.cases
 
 
 def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, scale=None, padded=False, rng=None):
@@ -195,16 +175,7 @@ def draw(rng, small=False):
     d = {"dtype": rng.choice(["fp16", "bf16"]), "causal": rng.random() < 0.6, "det": rng.random() < 0.35}
     d["backend"] = rng.choice(["portable", "hopper"])
     d["D"] = rng.choice([64, 128] if d["backend"] == "hopper" else [64, 96, 128, 256])
-    kind = rng.choice(["mha", "gqa4", "gqa8", "mqa"])
-    if kind == "mha":
-        d["H_kv"] = rng.choice([1, 2, 3] if not small else [1, 2])
-        d["H"] = d["H_kv"]
-    elif kind == "mqa":
-        d["H_kv"], d["H"] = 1, rng.choice([2, 4, 8] if not small else [2, 3])
-    else:
-        g = 4 if kind == "gqa4" else 8
-        d["H_kv"] = rng.choice([1, 2] if not small else [1])
-        d["H"] = g * d["H_kv"]
+    d["H_kv"], d["H"] = draw_heads(rng, (4, 8), small, gqa_kv_small=[1])
     r = rng.random()
     if small:
         d["S"] = rng.choice([1, 2, 17, 63, 64, 65, 130, 200])

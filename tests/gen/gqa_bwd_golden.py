@@ -33,8 +33,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import from_bits, round_out, storage_index, to_bits  # noqa: E402
+from casegen_common import TOL, CaseList, contiguous, storage_size  # noqa: E402
+from casegen_numeric import (RandomTensor, bits_spec, from_bits, gather, golden_main, out_bits, padded_strides, poison,  # noqa: E402
+                             round_out, softmax_row, storage_index, values_spec)
 
 SEED = 20261201
 OP = "gqa_bwd"
@@ -44,54 +45,10 @@ def grad_tol(dtype):
     return 2 * TOL[dtype]
 
 
-def gather(flat, shape, strides):
-    if any(e == 0 for e in shape):
-        return np.zeros(shape, dtype=np.float64)
-    return flat[storage_index(shape, strides)]
-
-
-class Tensor:
-    """A 16-bit BSHD input: random storage bits (whole storage, stride gaps included) and its logical
-    values [B, S, heads, D] as float64."""
-
-    def __init__(self, rng, dtype, shape, strides=None):
-        self.dtype = dtype
-        self.shape = list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(self.shape)
-        self.explicit = strides is not None
-        n = storage_size(self.shape, self.strides)
-        self.bits = to_bits(dtype, rng.normal(0.0, 1.0, size=n))
-        self.val = gather(from_bits(dtype, self.bits), self.shape, self.strides)
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
-
-
-def padded(shape, pads):
-    """Class F strides of a BSHD shape: the innermost stride 1, the row (H) stride D + pads[2], the token
-    stride H * that + pads[1], the batch stride S * that + pads[0] (pads in multiples of 8 elements =
-    16 bytes, so the strides stay class F on a device too)."""
-    assert all(p % 8 == 0 for p in pads)
-    B, S, H, D = shape
-    sh = D + pads[2]
-    ss = H * sh + pads[1]
-    sb = S * ss + pads[0]
-    return [sb, ss, sh, 1]
-
-
 def exact_dot(a, b):
     """<a, b> of two float64 vectors holding 16-bit values: the products are exact, math.fsum rounds
     their sum once."""
     return math.fsum((a * b).tolist())
-
-
-def bits_of(dtype, x64):
-    """Bits (contiguous BSHD storage) of a logical float64 array rounded once to dtype."""
-    return [int(b) for b in round_out(dtype, np.ascontiguousarray(x64).reshape(-1))]
 
 
 def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=None, strides=None,
@@ -105,11 +62,11 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
     q_shape, kv_shape = [B, S, H, D], [B, S, H_kv, D]
 
     def make(nm, shape):
-        st = padded(shape, strides[nm]) if nm in strides else None
+        st = padded_strides(shape, strides[nm]) if nm in strides else None
         if kv_batch_broadcast and nm in ("k", "v"):
             st = list(st or contiguous(shape))
             st[0] = 0
-        return Tensor(rng, dtype, shape, st)
+        return RandomTensor(rng, dtype, shape, st)
 
     q = make("q", q_shape)
     k = make("k", kv_shape)
@@ -128,13 +85,9 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
             r = h // g
             for i in range(S):
                 js = keys(i)
-                z = alpha * (K[b, js, r] @ Q[b, i, h])
-                m = z.max()
-                w = np.exp(z - m)
-                o64[b, i, h] = (w @ V[b, js, r]) / w.sum()
-                lse64[b, h, i] = m + math.log(w.sum())
+                o64[b, i, h], lse64[b, h, i] = softmax_row(alpha * (K[b, js, r] @ Q[b, i, h]), V[b, js, r])
     # o rounded to the dtype becomes an exact input, in its own (possibly padded) storage.
-    o_st = padded(q_shape, strides["o"]) if "o" in strides else contiguous(q_shape)
+    o_st = padded_strides(q_shape, strides["o"]) if "o" in strides else contiguous(q_shape)
     o_store = np.zeros(storage_size(q_shape, o_st))
     o_store[storage_index(q_shape, o_st)] = o64
     if "o" in strides:  # the gaps get random values (never read)
@@ -162,22 +115,15 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
                     dk[b, j, r] += alpha * ds * Q[b, i, h]
                     dv[b, j, r] += p * dO[b, i, h]
 
-    def out(shape):
-        return {"shape": shape, "dtype": dtype, "init": {"kind": "poison"}, "output": True}
-
-    o_spec = {"shape": q_shape, "dtype": dtype}
-    if "o" in strides:
-        o_spec["strides"] = o_st
-    o_spec["init"] = {"kind": "bits", "bits": [int(x) for x in o_bits]}
+    o_spec = bits_spec(dtype, q_shape, o_bits, o_st if "o" in strides else None)
     tensors = {"q": q.spec(), "k": k.spec(), "v": v.spec(), "o": o_spec, "do": do.spec(),
-               "lse": {"shape": [B, H, S], "dtype": "fp32",
-                       "init": {"kind": "values", "values": [float(x) for x in lse32.reshape(-1)]}},
-               "dq": out(q_shape), "dk": out(kv_shape), "dv": out(kv_shape)}
+               "lse": values_spec("fp32", [B, H, S], lse32.reshape(-1)),
+               "dq": poison(q_shape, dtype), "dk": poison(kv_shape, dtype), "dv": poison(kv_shape, dtype)}
     config = {"is_causal": causal}
     if sm_scale is not None:
         config["sm_scale"] = sm_scale
-    golden = {"dq": {"bits": bits_of(dtype, dq)}, "dk": {"bits": bits_of(dtype, dk)},
-              "dv": {"bits": bits_of(dtype, dv)}}
+    golden = {"dq": {"bits": out_bits(dtype, dq)}, "dk": {"bits": out_bits(dtype, dk)},
+              "dv": {"bits": out_bits(dtype, dv)}}
     compare = {n: {"mode": "rel_l2", "tol": grad_tol(dtype)} for n in ("dq", "dk", "dv")}
     case = {"name": name, "op": OP, "config": config, "seed": seed, "tensors": tensors, "compare": compare,
             "golden": golden}
@@ -187,11 +133,8 @@ def build_case(rng, name, seed, *, dtype, causal, B, S, H, H_kv, D, sm_scale=Non
 
 
 def cases(rng):
-    out, seed = [], [21000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "gqa-bwd-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "gqa-bwd-golden/", 21000)
+    add = out.add
 
     # MHA, GQA (g = 4 with H_kv > 1), MQA (H_kv = 1 with g = 4 and g = 8); causal and not; S = 1; S not a
     # multiple of 64; D 64/96/128/256; fp16/bf16; sm_scale unset and set; padded and broadcast strides.
@@ -219,13 +162,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "gqa_bwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("gqa_bwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

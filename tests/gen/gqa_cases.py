@@ -36,8 +36,9 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, attention_config, case_args, contiguous, normal,  # noqa: E402
-                            random_padded_strides, random_sinks, tensor, weighted, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, attention_config, attention_name_parts, case_args,  # noqa: E402
+                            contiguous, fewer_heads, normal, random_padded_strides, random_sinks, tensor, weighted,
+                            write_cases, write_errors_per_op)
 
 SEED = 0x6A0F
 MAX_TOTAL_COST = 1.9e10           # sum over the grid of q_len * H * kv_len * D
@@ -148,12 +149,7 @@ def grid_case(rng, idx, seed, cost_cap, small=False):
         if cost <= cost_cap:
             break
         if attempt > 200 and d.H > 1:  # many tries failed: fewer heads (keep the group size if possible)
-            g = d.H // d.H_kv
-            if d.H_kv > 1:
-                d.H_kv //= 2
-            else:
-                g //= 2
-            d.H = g * d.H_kv
+            fewer_heads(d)
     else:
         reqs = [(min(q, 7), min(k, 7)) for q, k in reqs]
         cost = sum(q * k for q, k in reqs) * d.H * d.D
@@ -220,19 +216,7 @@ def build_grid_case(rng, d, idx, seed):
 
     # name
     parts = [d.op, d.dtype if d.dtype != "e4m3" else f"e4m3-{d.out_dtype}", f"d{D}", f"h{H}kv{H_kv}",
-             "causal" if d.causal else "noncausal"]
-    if d.wl != -1:
-        parts.append(f"wl{d.wl}")
-    if d.wr != -1:
-        parts.append(f"wr{d.wr}")
-    if d.softcap:
-        parts.append(f"cap{d.softcap:g}")
-    if d.sm_scale is not None:
-        parts.append(f"sm{d.sm_scale:g}")
-    if d.rope:
-        parts.append(f"rope-{d.rope}-r{d.R}")
-    if d.sinks:
-        parts.append(f"sinks-{d.sinks}")
+             "causal" if d.causal else "noncausal"] + attention_name_parts(d)
     if d.varlen:
         parts.append(f"b{B}-tq{q_shape[0]}-tkv{kv_shape[0]}")
     else:
@@ -387,14 +371,8 @@ ROPE = {"pos_encoding_mode": "rope", "rotary_dim": 32}
 
 
 def build_errors():
-    cases = []
-
-    def err(name, op, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "gqa-error/" + name, "op": op, "config": config, "seed": 5000 + len(cases), "tensors": tensors,
-             "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors(None, "gqa-error/", 5000)
+    err = e.err_op
 
     for op in ("gqa_fwd", "gqa_varlen_fwd"):
         base = dense_base if op == "gqa_fwd" else varlen_base
@@ -663,7 +641,7 @@ def build_errors():
     t = varlen_base(H=4, H_kv=2, sinks=True)
     t["sinks"]["init"] = {"kind": "bits", "bits": [0, 1065353216, 4290772992, 0]}  # 0, 1, -NaN, 0
     err("varlen/content/sink-negative-nan", V, VI, t, "content", "sinks: expected")
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -676,9 +654,7 @@ def main():
           f"; reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
     small = build_small()
     write_cases(os.path.join(args.out_dir, "gpu", "gqa_small.json"), small)
-    errors = build_errors()
-    for op in ("gqa_fwd", "gqa_varlen_fwd"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("gqa_fwd", "gqa_varlen_fwd"))
     return 0
 
 

@@ -34,14 +34,15 @@ Usage: /usr/bin/python3 tests/gen/gqa_golden.py [--out-dir DIR] [--self-test-onl
 import math
 import os
 import sys
+from functools import partial
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, attention_config, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import (E4M3, bf16_bits_from_finite_f32, bf16_from_bits, e4m3_bits_nearest,  # noqa: E402
-                             fp16_from_bits, from_bits, rope_rotate, round_out, storage_index, to_bits,
-                             values_spec)
+from casegen_common import TOL, CaseList, attention_config  # noqa: E402
+from casegen_numeric import (E4M3, RandomTensor, attend, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+                             e4m3_bits_nearest, fp16_from_bits, golden_main, out_bits, poison, rope_rotate,
+                             round_out, values_spec)
 
 SEED = 20240722
 
@@ -67,73 +68,8 @@ def self_test():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Tensors
-
-
-def gather(flat, shape, strides):
-    """Logical view (a copy) of a flat storage array through strides."""
-    if any(e == 0 for e in shape):
-        return np.zeros(shape, dtype=flat.dtype)
-    return flat[storage_index(shape, strides)]
-
-
-class Tensor:
-    """A float input: random storage bits of its dtype, and the decoded logical values."""
-
-    def __init__(self, rng, dtype, shape, strides=None, std=1.0, values=None):
-        self.dtype, self.shape = dtype, list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(shape)
-        self.explicit_strides = strides is not None
-        n = storage_size(self.shape, self.strides)
-        if values is None:
-            values = rng.normal(0.0, std, size=n)
-        self.bits = to_bits(dtype, np.asarray(values, dtype=np.float64).reshape(-1)) if n else np.zeros(0, np.uint16)
-        assert self.bits.size == n
-        self.val = gather(from_bits(dtype, self.bits), self.shape, self.strides) if n else np.zeros(self.shape)
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit_strides:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
-
-
-# ----------------------------------------------------------------------------------------------------
-# The independent reference
-
-
-def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink):
-    """One (request, head): Q [ql, D], K/V [kl, D] float64 -> o [ql, D], lse [ql]."""
-    ql, kl = Q.shape[0], K.shape[0]
-    o = np.zeros((ql, Q.shape[1]))
-    lse = np.full(ql, -math.inf)
-    if ql == 0:
-        return o, lse
-    if sink == math.inf:
-        return o, np.full(ql, math.inf)
-    p = np.arange(ql)[:, None] + kl - ql
-    j = np.arange(kl)[None, :]
-    vis = np.ones((ql, kl), dtype=bool)
-    if causal:
-        vis &= j <= p
-    if wl >= 0:
-        vis &= j >= p - wl
-    if wr >= 0:
-        vis &= j <= p + wr
-    z = alpha * (Q @ K.T) if kl else np.zeros((ql, 0))
-    lg = softcap * np.tanh(z / softcap) if softcap > 0 else z
-    lg = np.where(vis, lg, -math.inf)
-    for i in range(ql):
-        row = lg[i]
-        m = max(float(row.max()) if kl else -math.inf, sink)
-        if m == -math.inf:
-            continue
-        w = np.exp(row - m)  # exp(-inf) = 0 for hidden keys
-        zsum = w.sum() + math.exp(sink - m)
-        o[i] = (w @ V) / zsum if kl else 0.0
-        lse[i] = m + math.log(zsum)
-    return o, lse
+# The independent reference (the inputs are casegen_numeric.RandomTensor, one head's attention
+# casegen_numeric.attend)
 
 
 def expected(c):
@@ -200,9 +136,9 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
          "alpha": sm_scale if sm_scale is not None else 1.0 / math.sqrt(D),
          "o_shape": q_shape, "lse_shape": lse_shape, "sinks": None}
     tensors = {}
-    c["q"] = Tensor(rng, dtype, q_shape, q_strides, std=std)
-    c["k"] = Tensor(rng, dtype, kv_shape, k_strides, std=std)
-    c["v"] = Tensor(rng, dtype, kv_shape, std=1.0 if not fp8 else std)
+    c["q"] = RandomTensor(rng, dtype, q_shape, q_strides, std=std)
+    c["k"] = RandomTensor(rng, dtype, kv_shape, k_strides, std=std)
+    c["v"] = RandomTensor(rng, dtype, kv_shape, std=1.0 if not fp8 else std)
     for n in ("q", "k", "v"):
         tensors[n] = c[n].spec()
     if varlen:
@@ -219,8 +155,8 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
         half = R // 2
         theta = 10000.0 ** (-np.arange(half) * 2.0 / R)
         ang = np.arange(P)[:, None] * theta[None, :]
-        c["rope_cos"] = Tensor(rng, cdt, [P, half], values=np.cos(ang).reshape(-1))
-        c["rope_sin"] = Tensor(rng, cdt, [P, half], values=np.sin(ang).reshape(-1))
+        c["rope_cos"] = RandomTensor(rng, cdt, [P, half], values=np.cos(ang).reshape(-1))
+        c["rope_sin"] = RandomTensor(rng, cdt, [P, half], values=np.sin(ang).reshape(-1))
         tensors["rope_cos"] = c["rope_cos"].spec()
         tensors["rope_sin"] = c["rope_sin"].spec()
     if sinks is not None:
@@ -229,14 +165,13 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
         c["sinks"] = [float(np.float32(x)) for x in sk]
         tensors["sinks"] = values_spec("fp32", [H], c["sinks"])
     o64, lse64 = expected(c)
-    poison = {"kind": "poison"}
-    tensors["o"] = {"shape": q_shape, "dtype": cdt, "init": poison, "output": True}
+    tensors["o"] = poison(q_shape, cdt)
     if with_lse:
-        tensors["lse"] = {"shape": lse_shape, "dtype": "fp32", "init": poison, "output": True}
+        tensors["lse"] = poison(lse_shape, "fp32")
     config = attention_config(causal, wl, wr, sm_scale, softcap, rope, R, explicit_rotary_dim, out_dtype, validate)
     if extra_config:
         config.update(extra_config)
-    golden = {"o": {"bits": [int(x) for x in round_out(cdt, o64.reshape(-1))]}}
+    golden = {"o": {"bits": out_bits(cdt, o64)}}
     compare = {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}
     if with_lse:
         golden["lse"] = {"values": [float(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")
@@ -251,12 +186,8 @@ def build_case(rng, name, seed, *, varlen, dtype, H, H_kv, D, causal=True, wl=-1
 
 
 def dense_cases(rng):
-    cases, seed = [], [3000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        case, n_empty = build_case(rng, "gqa-golden/" + name, seed[0], varlen=False, **kw)
-        cases.append((case, n_empty))
+    cases = CaseList(rng, partial(build_case, varlen=False), "gqa-golden/", 3000)
+    add = cases.add
 
     add("fp16/d64/h2kv2/causal/sq16-skv16/b2", dtype="fp16", H=2, H_kv=2, D=64, B=2, S_q=16, S_kv=16)
     add("bf16/d64/h4kv2/causal/sq5-skv23", dtype="bf16", H=4, H_kv=2, D=64, S_q=5, S_kv=23, validate=True)
@@ -295,12 +226,8 @@ def dense_cases(rng):
 
 
 def varlen_cases(rng):
-    cases, seed = [], [4000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        case, n_empty = build_case(rng, "gqa-varlen-golden/" + name, seed[0], varlen=True, **kw)
-        cases.append((case, n_empty))
+    cases = CaseList(rng, partial(build_case, varlen=True), "gqa-varlen-golden/", 4000)
+    add = cases.add
 
     add("fp16/d64/h4kv2/causal/q3,0,5-kv7,4,5", dtype="fp16", H=4, H_kv=2, D=64, q_lens=[3, 0, 5],
         kv_lens=[7, 4, 5], validate=True)
@@ -335,28 +262,11 @@ def varlen_cases(rng):
     return cases
 
 
-# ----------------------------------------------------------------------------------------------------
-# JSON output: structure indented, number lists on one line
-
-
-def write(path, cases):
-    write_golden(path, cases)
-    for c, n_empty in cases:
-        print(f"  {c['name']}: {n_empty} empty or +inf lse rows")
-
-
 def main():
-    ap = case_args(__doc__)
-    ap.add_argument("--self-test-only", action="store_true")
-    args = ap.parse_args()
-    print("self-test:")
-    self_test()
-    if args.self_test_only:
-        return 0
-    rng = np.random.default_rng(SEED)
-    write(os.path.join(args.out_dir, "gqa_fwd_golden.json"), dense_cases(rng))
-    write(os.path.join(args.out_dir, "gqa_varlen_fwd_golden.json"), varlen_cases(rng))
-    return 0
+    def describe(n_empty):
+        return f"{n_empty} empty or +inf lse rows"
+    return golden_main(__doc__, SEED, [("gqa_fwd_golden.json", dense_cases, describe),
+                                       ("gqa_varlen_fwd_golden.json", varlen_cases, describe)], self_test=self_test)
 
 
 if __name__ == "__main__":

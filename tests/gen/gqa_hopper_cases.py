@@ -11,13 +11,12 @@ compute-sanitizer). Run tests/gen/gqa_cases.py first (this reads its outputs).
 
 Usage: python3 tests/gen/gqa_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases, pinned_to  # noqa: E402
+from casegen_common import case_args, derive_cases, pinned_to  # noqa: E402
 
 
 def strides_ok(t):
@@ -100,9 +99,7 @@ def extra_cases(rng):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("gqa_grid.json", "gqa_hopper_grid.json"), ("gqa_small.json", "gqa_hopper_small.json")], eligible,
                  pinned_to, lambda dst: extra_cases(random.Random(0x40FF)) if dst == "gqa_hopper_grid.json" else [])

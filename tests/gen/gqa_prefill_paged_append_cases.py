@@ -35,8 +35,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, scatter_pages,  # noqa: E402
-                            tensor, values, weighted, write_cases)
+from casegen_common import (OUTB, POISON, TOL, case_args, fewer_heads, normal, random_padded_strides,  # noqa: E402
+                            scatter_pages, tensor, values, weighted, write_cases)
 
 OP = "gqa_prefill_paged_append"
 SEED = 0x9A7E11
@@ -257,12 +257,7 @@ def draw_lengths(rng, d, cap, small):
         if cost_of(d) <= cap and pool <= MAX_POOL_ELEMENTS:
             return
         if attempt > 200 and d.H > 1:  # fewer heads (keep the group size if possible)
-            g = d.H // d.H_kv
-            if d.H_kv > 1:
-                d.H_kv //= 2
-            else:
-                g //= 2
-            d.H = g * d.H_kv
+            fewer_heads(d)
     d.reqs = [(min(o, 7), min(n, 7)) for o, n in d.reqs]
 
 

@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from casegen_common import (TOL, case_args, contiguous, dumps_indented, random_padded_strides,  # noqa: E402
                             scatter_pages, storage_size, write_cases_text)
-from casegen_numeric import (STORAGE_DTYPE, bf16_bits_from_f32, bf16_bits_to_f32, e4m3_bits_nearest,  # noqa: E402
+from casegen_numeric import (STORAGE_DTYPE, bf16_bits_from_f32, bf16_bits_to_f32, bits_spec, e4m3_bits_nearest,  # noqa: E402
                              e4m3_bits_satfinite, e4m3_from_bits, fp16_bits_from_f32, fp16_bits_to_f32,
                              round_out, storage_index, to_bits)
 
@@ -154,10 +154,7 @@ class Tensor:
         return self.bits[self.index()] if self.bits.size else np.zeros(self.shape, self.bits.dtype)
 
     def spec(self, output=False):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(x) for x in self.bits]}
+        s = bits_spec(self.dtype, self.shape, self.bits, self.strides if self.explicit else None)
         if output:
             s["output"] = True
         return s

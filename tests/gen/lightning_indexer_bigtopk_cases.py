@@ -39,14 +39,13 @@ the grid, about 6 minutes on 16 cores; the single H = 64 "sel" case is a third o
 
 Usage: python3 tests/gen/lightning_indexer_bigtopk_cases.py [--out-dir DIR]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (CASES_DIR, add_indexer_outputs, dumps_one_case_per_line, indexer_compare, indexer_config,  # noqa: E402
-                            tensor, weighted, write_cases_text)
+from casegen_common import (add_indexer_outputs, case_args, dumps_one_case_per_line, indexer_compare,  # noqa: E402
+                            indexer_config, tensor, weighted, write_cases_text)
 
 SEED = 0xB16B00
 OP = "lightning_indexer"
@@ -70,6 +69,19 @@ def head_tile(H):
     return (H + 63) // 64 * 64
 
 
+def candidate_cap(fixed, R, topk, BN):
+    """The candidate slots per row a selection kernel gets from the shared memory left after `fixed` bytes
+    (R rows, 8 bytes a slot, a multiple of 32, at most what topk + 8 tiles of BN need), or None when that
+    is fewer than topk + 2 * BN (the geometry does not serve it)."""
+    avail = SMEM_LIMIT - fixed
+    cap = avail // (8 * R) if avail > 0 else 0
+    cap = cap // 32 * 32
+    most = topk + 8 * BN
+    if cap > most:
+        cap = (most + 31) // 32 * 32
+    return cap if cap >= topk + 2 * BN else None
+
+
 def fused_fits(D, HP, topk):
     """lightning_indexer_geometry(D, HP, topk).R >= 1."""
     DP = (D + 15) // 16 * 16
@@ -87,13 +99,7 @@ def fused_fits(D, HP, topk):
         hist_bytes = R * 256 * 4
         row_bytes = R * ROW_INFO * 4 + R * 4 * 4
         fixed = q_bytes + k_bytes + part_bytes + hist_bytes + row_bytes
-        avail = SMEM_LIMIT - fixed
-        cap = avail // (8 * R) if avail > 0 else 0
-        cap = cap // 32 * 32
-        most = topk + 8 * BN
-        if cap > most:
-            cap = (most + 31) // 32 * 32
-        if cap >= topk + 2 * BN:
+        if candidate_cap(fixed, R, topk, BN) is not None:
             return True
         R //= 2
     return False
@@ -320,9 +326,7 @@ def small():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     g, note = grid()
     write_cases_text(os.path.join(gpu, "lightning_indexer_bigtopk_grid.json"), g, dumps_one_case_per_line(g),

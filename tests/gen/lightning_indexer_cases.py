@@ -22,13 +22,12 @@ padded q head strides and transposed weights. Each case's work B * sum|C| * H * 
 
 Usage: python3 tests/gen/lightning_indexer_cases.py [--out-dir tests/cases] [--count N]
 """
-import argparse
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (CASES_DIR, OUTB, add_indexer_outputs, contiguous, dumps_one_case_per_line, indexer_compare,  # noqa: E402
+from casegen_common import (OUTB, add_indexer_outputs, case_args, dumps_one_case_per_line, indexer_compare,  # noqa: E402
                             indexer_config, tensor, weighted, write_cases_text)
 
 SEED = 0x11D3C5
@@ -327,10 +326,7 @@ def error_cases():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    ap.add_argument("--count", type=int, default=170)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=170).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     g = grid(args.count)
     write_cases_text(os.path.join(gpu, "lightning_indexer_grid.json"), g, dumps_one_case_per_line(g))

@@ -14,16 +14,15 @@ Standard library only; deterministic.
 
 Usage: python3 tests/gen/lightning_indexer_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import json
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import CASES_DIR, dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
+from casegen_common import case_args, dumps_one_case_per_line, pinned_to, write_cases_text  # noqa: E402
 from lightning_indexer_cases import make_case, sum_candidates  # noqa: E402
-from lightning_indexer_bigtopk_cases import SMEM_LIMIT, head_tile  # noqa: E402  (the kernels' shared limits)
+from lightning_indexer_bigtopk_cases import candidate_cap, head_tile  # noqa: E402  (the kernels' shared limits)
 
 SEED = 0x11D3C6
 MAX_WORK = 6e8
@@ -42,13 +41,8 @@ def hopper_geometry(D, HP, topk):
         R = cols // HP
         fixed = (1024 + cols * D * 2 + STAGES * BN * D * 2 + SLOTS * R * BN * 4 + cols * 4 + R * 256 * 4 + R * 16
                  + 2 * (STAGES + SLOTS) * 8)
-        avail = SMEM_LIMIT - fixed
-        cap = avail // (8 * R) if avail > 0 else 0
-        cap = cap // 32 * 32
-        most = topk + 8 * BN
-        if cap > most:
-            cap = (most + 31) // 32 * 32
-        if cap >= topk + 2 * BN:
+        cap = candidate_cap(fixed, R, topk, BN)
+        if cap is not None:
             return R, cols, cap
         cols //= 2
     return 0, 0, 0
@@ -189,9 +183,7 @@ def small_extra():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     with open(os.path.join(gpu, "lightning_indexer_grid.json")) as f:
         grid = [pinned_to(c) for c in json.load(f)["cases"] if served(c)]

@@ -28,8 +28,8 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (OUTB, POISON, TOL, case_args, normal, random_padded_strides, scatter_pages,  # noqa: E402
-                            tensor, values, write_cases)
+from casegen_common import (Errors, OUTB, POISON, TOL, edited, errors_then_gpu_main, normal,  # noqa: E402
+                            random_padded_strides, scatter_pages, tensor, values)
 
 OP = "mla_decode"
 ACCEPTED_D = "expected head dim D in {128, 256, 512}"
@@ -60,19 +60,10 @@ def paged_base(dtype="fp16", B=2, H=2, H_kv=1, D=128, NP=3, PS=16, W=2, PE=64):
 
 
 def build_errors():
-    cases = []
-
-    def err(name, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "mla-decode-error/" + name, "op": OP, "config": config, "seed": 7000 + len(cases),
-             "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
-
+    e = Errors(OP, "mla-decode-error/", 7000)
+    err = e.err
     def edit(f, make=base, **kw):
-        t = make(**kw)
-        f(t)
-        return t
+        return edited(make, f, **kw)
 
     # --- param: validate_inputs a boolean; no other key (the contract has no parameters) ---
     err("param/validate-inputs-not-bool", {"validate_inputs": 1}, base(), "param", "validate_inputs: expected a boolean")
@@ -82,23 +73,16 @@ def build_errors():
     err("param/unknown-impl", {"impl": "fast"}, base(), "param", "impl: expected")
 
     # --- dtype: 16-bit inputs of one dtype, o in q's dtype, metadata int32 ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "q_pe", "k", "k_pe", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", {}, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("q_pe", "bf16", "fp16"), ("k", "bf16", "fp16"), ("k_pe", "fp16", "bf16"),
-                        ("o", "fp16", "bf16"), ("k", "fp32", "fp16"), ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", {}, edit(lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes({}, base, ("q", "q_pe", "k", "k_pe", "o"))
+    e.dtype_mismatches({}, base, (("q_pe", "bf16", "fp16"), ("k", "bf16", "fp16"), ("k_pe", "fp16", "bf16"),
+                                  ("o", "fp16", "bf16"), ("k", "fp32", "fp16"), ("o", "fp32", "fp16")))
     err("dtype/cache-seqlens-int64", {}, edit(lambda t: t.update(cache_seqlens=tensor([1], "int64", values([5])))),
         "dtype", "cache_seqlens: expected int32, got int64")
     err("dtype/block-table-int64", {}, edit(lambda t: t["block_table"].update(dtype="int64"), make=paged_base),
         "dtype", "block_table: expected int32, got int64")
 
     # --- args: q, q_pe, k, k_pe, o required; cache_seqlens required with block_table; no unknown names ---
-    for n in ("q", "q_pe", "k", "k_pe", "o"):
-        err(f"args/{n}-missing", {}, edit(lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing({}, base, ("q", "q_pe", "k", "k_pe", "o"))
     err("args/block-table-without-cache-seqlens", {}, edit(lambda t: t.pop("cache_seqlens"), make=paged_base), "args",
         "cache_seqlens: expected a tensor with block_table")
     err("args/unknown-tensor-v", {}, edit(lambda t: t.update(v=tensor([1, 5, 1, 128], "fp16", normal()))), "args",
@@ -173,18 +157,14 @@ def build_errors():
         "shape", "k_pe: expected dim 1 (PS, k's page size) = 16, got 32")
 
     # --- layout: inputs class F, metadata class M, o class O ---
-    for n, strides in (("q", [512, 256, 2]), ("q_pe", [256, 128, 2]), ("k", [1280, 256, 256, 2]),
-                       ("k_pe", [640, 128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", {}, edit(lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides({}, base, (("q", [512, 256, 2]), ("q_pe", [256, 128, 2]), ("k", [1280, 256, 256, 2]),
+                                   ("k_pe", [640, 128, 128, 2])))
     err("layout/k-token-stride-264-bytes", {}, edit(lambda t: t["k"].update(strides=[660, 132, 128, 1])), "layout",
         "k: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/q-pe-head-stride-136-bytes", {}, edit(lambda t: t["q_pe"].update(strides=[136, 68, 1])), "layout",
         "q_pe: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
-    for strides in ([512, 256, 1], [256, 128, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), {}, edit(lambda t: t["o"].update(strides=strides)),
-            "layout", "o: expected a contiguous (row-major) tensor")
-    return cases
+    e.not_contiguous({}, base, (("o", [512, 256, 1]), ("o", [256, 128, 0])))
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -263,15 +243,7 @@ def gpu_cases(count):
 
 
 def main():
-    ap = case_args(__doc__, count=240)
-    ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
-    args = ap.parse_args()
-    write_cases(os.path.join(args.out_dir, "mla_decode_errors.json"), build_errors())
-    if args.gpu:
-        grid, small = gpu_cases(args.count)
-        write_cases(os.path.join(args.out_dir, "gpu", "mla_decode_grid.json"), grid)
-        write_cases(os.path.join(args.out_dir, "gpu", "mla_decode_small.json"), small)
-    return 0
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, contiguous, storage_size, write_golden  # noqa: E402
-from casegen_numeric import from_bits, round_out, storage_index, to_bits  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import (RandomTensor, golden_main, out_bits, padded_strides, poison, storage_index,  # noqa: E402
+                             softmax_row, to_bits, values_spec)
 
 SEED = 20261202
 OP = "mla_decode"
@@ -38,36 +39,8 @@ PE = 64
 GARBAGE = 30.0
 
 
-def padded(shape, pads):
-    """Class F strides: innermost 1, each outer stride the packed one plus pads[d] elements (pads in
-    multiples of 8 elements = 16 bytes), outermost pad first."""
-    assert len(pads) == len(shape) - 1 and all(p % 8 == 0 for p in pads)
-    st = [1]
-    acc = shape[-1]
-    for d in range(len(shape) - 2, -1, -1):
-        acc += pads[d]
-        st.insert(0, acc)
-        acc *= shape[d]
-    return st
-
-
-class Tensor:
-    """A 16-bit input: random storage bits (stride gaps included) and its logical float64 values."""
-
-    def __init__(self, rng, dtype, shape, strides=None):
-        self.dtype = dtype
-        self.shape = list(shape)
-        self.strides = list(strides) if strides is not None else contiguous(self.shape)
-        self.explicit = strides is not None
-        n = storage_size(self.shape, self.strides)
-        self.bits = to_bits(dtype, rng.normal(0.0, 1.0, size=n))
-        self.refresh()
-
-    def refresh(self):
-        if any(e == 0 for e in self.shape):
-            self.val = np.zeros(self.shape)
-        else:
-            self.val = from_bits(self.dtype, self.bits)[storage_index(self.shape, self.strides)]
+class Tensor(RandomTensor):
+    """A 16-bit input whose cache rows no request may read can be overwritten with large garbage."""
 
     def garble(self, rng, index):
         """Overwrites logical element block `index` (a tuple of ints / slices) with large garbage."""
@@ -75,17 +48,6 @@ class Tensor:
         sign = rng.choice([-1.0, 1.0], size=where.size)
         self.bits[where] = to_bits(self.dtype, sign * (GARBAGE + rng.normal(0.0, 1.0, size=where.size)))
         self.refresh()
-
-    def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
-
-
-def int_spec(shape, vals):
-    return {"shape": list(shape), "dtype": "int32", "init": {"kind": "values", "values": [int(v) for v in vals]}}
 
 
 def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, lens=None, paged=None,
@@ -103,7 +65,7 @@ def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, le
     qpe_shape = q_shape[:-1] + [PE]
 
     def make(nm, shape):
-        return Tensor(rng, dtype, shape, padded(shape, strides[nm]) if nm in strides else None)
+        return Tensor(rng, dtype, shape, padded_strides(shape, strides[nm]) if nm in strides else None)
 
     q = make("q", q_shape)
     q_pe = make("q_pe", qpe_shape)
@@ -143,12 +105,12 @@ def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, le
                 if not used[p, s]:
                     k.garble(rng, (p, s))
                     k_pe.garble(rng, (p, s))
-        tensors["block_table"] = int_spec([B, W], [x for row in table for x in row])
+        tensors["block_table"] = values_spec("int32", [B, W], [x for row in table for x in row])
 
         def pos(b, n):
             return (table[b][n // PS], n % PS)
     if lens is not None:
-        tensors["cache_seqlens"] = int_spec([B], lens)
+        tensors["cache_seqlens"] = values_spec("int32", [B], lens)
 
     Q = q.val.reshape(B, Sq, H, D)
     QP = q_pe.val.reshape(B, Sq, H, PE)
@@ -164,25 +126,20 @@ def build_case(rng, name, seed, *, dtype, B, H, H_kv, D, N_kv=None, S_q=None, le
                     continue
                 keys = np.array([k.val[pos(b, n)][r] for n in range(vis)])
                 kpes = np.array([k_pe.val[pos(b, n)][r] for n in range(vis)])
-                z = (keys @ Q[b, t, h] + kpes @ QP[b, t, h]) * scale
-                w = np.exp(z - z.max())
-                o[b, t, h] = (w @ keys) / w.sum()
-    o_bits = [int(x) for x in round_out(dtype, o.reshape(-1))]
+                o[b, t, h] = softmax_row((keys @ Q[b, t, h] + kpes @ QP[b, t, h]) * scale, keys)[0]
+    o_bits = out_bits(dtype, o)
 
     spec = {"q": q.spec(), "q_pe": q_pe.spec(), "k": k.spec(), "k_pe": k_pe.spec()}
     spec.update(tensors)
-    spec["o"] = {"shape": q_shape, "dtype": dtype, "init": {"kind": "poison"}, "output": True}
+    spec["o"] = poison(q_shape, dtype)
     case = {"name": name, "op": OP, "config": {}, "seed": seed, "tensors": spec,
             "compare": {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}, "golden": {"o": {"bits": o_bits}}}
     return case, f"{empty_rows} exact-zero rows" if empty_rows else "no exact-zero rows"
 
 
 def cases(rng):
-    out, seed = [], [31000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "mla-decode-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "mla-decode-golden/", 31000)
+    add = out.add
 
     # The contract: q [B, H, D], no lengths; H_kv = 1 (MQA, the DeepSeek shape) and H_kv > 1; D 128/256/512;
     # N_kv not a tile multiple; N_kv = 0.
@@ -217,13 +174,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "mla_decode_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("mla_decode_golden.json", cases)])
 
 
 if __name__ == "__main__":

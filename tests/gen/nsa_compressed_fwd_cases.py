@@ -23,12 +23,13 @@ until then).
 Usage: python3 tests/gen/nsa_compressed_fwd_cases.py [--out-dir tests/cases]
 """
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, TOL, case_args, normal, tensor, write_cases  # noqa: E402
-from nsa_cases_common import Errors, edited, maybe_padded, metadata, random_lens, set_values  # noqa: E402
+from casegen_common import Errors, OUTB, POISON, TOL, config_with, edited, normal, tensor  # noqa: E402
+from nsa_cases_common import (head_errors, lens_label, maybe_padded, metadata, metadata_shape_errors,  # noqa: E402
+                              offsets_errors, random_heads, random_lens_within, set_values, token_errors,
+                              write_all)
 
 OP = "nsa_compressed_fwd"
 SEED = 0x45A1
@@ -49,14 +50,13 @@ def base(dtype="fp16", lens=(3, 5), bs=4, H=16, H_kv=1, DK=64, DV=64, lse=True):
 CFG = {"scale": 0.125, "bs": 4}
 
 
+def cfg(**kw):
+    return config_with(CFG, **kw)
+
+
 def build_errors():
     e = Errors(OP, "nsa-compressed-error/", 9000)
     err = e.err
-
-    def cfg(**kw):
-        c = dict(CFG)
-        c.update(kw)
-        return {k: v for k, v in c.items() if v is not None}
 
     # --- param ---
     err("param/scale-missing", cfg(scale=None), base(), "param", "scale: expected a finite value > 0, got none")
@@ -71,24 +71,15 @@ def build_errors():
     err("param/unknown-impl", cfg(impl="fast"), base(), "param", "impl: expected")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k_cmp", "v_cmp", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("k_cmp", "bf16", "fp16"), ("v_cmp", "fp16", "bf16"), ("o", "fp16", "bf16"),
-                        ("o", "fp32", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edited(base, lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
+    e.all_dtypes(CFG, base, ("q", "k_cmp", "v_cmp", "o"))
+    e.dtype_mismatches(CFG, base, (("k_cmp", "bf16", "fp16"), ("v_cmp", "fp16", "bf16"), ("o", "fp16", "bf16"),
+                                   ("o", "fp32", "fp16")))
     err("dtype/lse-bf16", CFG, edited(base, lambda t: t["lse"].update(dtype="bf16")), "dtype",
         "lse: expected fp32, got bf16")
-    for n in ("offsets", "chunk_offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.int64_metadata(CFG, base, ("offsets", "chunk_offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k_cmp", "v_cmp", "offsets", "chunk_offsets", "token_indices", "o"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k_cmp", "v_cmp", "offsets", "chunk_offsets", "token_indices", "o"))
     err("args/unknown-tensor-block-indices", CFG,
         edited(base, lambda t: t.update(block_indices=tensor([8, 1, 2], "int32", {"kind": "values", "values": [0] * 16}))),
         "args", "block_indices: expected one of")
@@ -118,14 +109,7 @@ def build_errors():
             f"{n}: expected dim {dim} ({what}) = {want}, got {val}")
     err("shape/lse-th-transposed", CFG, edited(base, lambda t: t["lse"].update(shape=[16, 8])), "shape",
         "lse: expected dim 0 (T) = 8, got 16")
-    err("shape/offsets-empty", CFG, edited(base, lambda t: t["offsets"].update(shape=[0], init={"kind": "values", "values": []})),
-        "shape", "offsets: expected at least 1 element ([N + 1]), got 0")
-    err("shape/token-indices-rows-differ", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[7, 2], init={"kind": "values", "values": [0] * 14})),
-        "shape", "token_indices: expected dim 0 (T, q's tokens) = 8, got 7")
-    err("shape/token-indices-width-3", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[8, 3], init={"kind": "values", "values": [0] * 24})),
-        "shape", "token_indices: expected dim 1 ((request, position)) = 2, got 3")
+    metadata_shape_errors(e, CFG, base, token_rows=7, token_width=3)
     err("shape/chunk-offsets-length-differs", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(shape=[4], init={"kind": "values", "values": [0, 1, 3, 3]})),
         "shape", "chunk_offsets: expected dim 0 (N + 1, offsets' length) = 3, got 4")
@@ -134,18 +118,11 @@ def build_errors():
         err(f"shape/dk{DK}", CFG, base(DK=DK, DV=DV), "shape", f"q: expected head dim DK in {{64, 128}}, got {DK}")
     for DV in (32, 96, 256):
         err(f"shape/dv{DV}", CFG, base(DV=DV), "shape", f"v_cmp: expected head dim DV in {{64, 128}}, got {DV}")
-    err("shape/h16-hkv3", CFG, base(H=16, H_kv=3), "shape",
-        "k_cmp: expected H_kv dividing H (H % H_kv == 0), got H = 16, H_kv = 3")
-    err("shape/h8-hkv1-group8", CFG, base(H=8, H_kv=1), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 8, H_kv = 1 (group 8)")
-    err("shape/h48-hkv2-group24", CFG, base(H=48, H_kv=2), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 48, H_kv = 2 (group 24)")
+    head_errors(e, CFG, base, "k_cmp", (16, 3), ((8, 1), (48, 2)))
     err("shape/h16-hkv16-mha", CFG, base(H=16, H_kv=16), "shape", "(group 1)")
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2]), ("v_cmp", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2]), ("v_cmp", [128, 128, 2])))
     err("layout/q-head-stride-136-bytes", CFG, edited(base, lambda t: t["q"].update(strides=[1088, 68, 1])), "layout",
         "q: expected dim 1 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/v-cmp-row-stride-136-bytes", CFG, edited(base, lambda t: t["v_cmp"].update(strides=[68, 64, 1])),
@@ -156,31 +133,13 @@ def build_errors():
     err("layout/chunk-offsets-strided", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(strides=[2], init={"kind": "values", "values": [0, -1, 1, -1, 3]})),
         "layout", "chunk_offsets: expected a contiguous (row-major) tensor")
-    for n, strides in (("o", [2048, 64, 1]), ("o", [1024, 64, 0]), ("lse", [32, 1]), ("lse", [1, 8])):
-        err(f"layout/{n}-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t[n].update(strides=strides)), "layout", f"{n}: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, (("o", [2048, 64, 1]), ("o", [1024, 64, 0]), ("lse", [32, 1]), ("lse", [1, 8])))
 
     # --- content (validate_inputs): the caller contract of §2.14 ---
     V = cfg(validate_inputs=True)
-    tok = [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2, 1, 3, 1, 4]
-    err("content/offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "offsets", [1, 3, 8])), "content",
-        "offsets: expected element 0 to be 0, got 1")
-    err("content/offsets-decreasing", V, edited(base, lambda t: set_values(t, "offsets", [0, 9, 8])), "content",
-        "offsets: expected non-decreasing offsets, got 8 after 9 at index 2")
-    err("content/offsets-last-not-t", V, edited(base, lambda t: set_values(t, "offsets", [0, 3, 7])), "content",
-        "offsets: expected the last offset (index 2) to be T = 8, got 7")
-    bad = list(tok)
-    bad[6] = 0  # token 3 claims request 0
-    err("content/token-request-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad)), "content",
-        "token_indices: expected token 3's request id n with offsets[n] <= 3 < offsets[n + 1], got 0 at [3, 0]")
-    bad2 = list(tok)
-    bad2[14] = 2
-    err("content/token-request-out-of-range", V, edited(base, lambda t: set_values(t, "token_indices", bad2)), "content",
-        "token_indices: expected token 7's request id n with offsets[n] <= 7 < offsets[n + 1], got 2 at [7, 0]")
-    bad3 = list(tok)
-    bad3[9] = 2  # token 4: position 2 instead of 1
-    err("content/token-position-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad3)), "content",
-        "token_indices: expected token 4's position 4 - offsets[1] = 1, got 2 at [4, 1]")
+    offsets_errors(e, V, base, first=1, decreasing=(9, 8), last=7)
+    # token 3 claims request 0; token 7 request 2 (of 2); token 4 position 2 instead of 1
+    token_errors(e, V, base, (("request-wrong", 6, 0), ("request-out-of-range", 14, 2), ("position-wrong", 9, 2)))
     err("content/chunk-offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "chunk_offsets", [1, 1, 3])),
         "content", "chunk_offsets: expected element 0 to be 0, got 1")
     err("content/chunk-count-floor-not-ceil", V, edited(base, lambda t: set_values(t, "chunk_offsets", [0, 0, 1]),
@@ -196,22 +155,14 @@ def build_errors():
 
 
 def grid_case(rng, name, seed, small):
-    dtype = rng.choice(["fp16", "bf16"])
-    H_kv = rng.choice([1, 1, 2] if small else [1, 1, 2, 4])
-    G = rng.choice([16, 16, 32] if small else [16, 16, 32, 64])
-    H = G * H_kv
+    dtype, H_kv, G, H = random_heads(rng, small)
     DK = rng.choice([64, 128])
     DV = DK if rng.random() < 0.6 else rng.choice([64, 128])
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 32, 64, 64, 100])
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 200, 700, 1500])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        cost = T * H * (max(lens) // bs + 1) * (DK + DV)
-        if cost <= (2e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * (max(ls) // bs + 1) * (DK + DV),
+                              2e6 if small else MAX_COST)
     with_lse = rng.random() < 0.75
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3
@@ -230,26 +181,15 @@ def grid_case(rng, name, seed, small):
     config = {"scale": scale, "bs": bs}
     if validate:
         config["validate_inputs"] = True
-    lname = "-".join(map(str, lens)) if len(lens) <= 3 else f"n{len(lens)}-t{T}"
+    lname = lens_label(lens, T)
     full = (f"{name}/{dtype}/g{G}-h{H}kv{H_kv}/dk{DK}-dv{DV}/bs{bs}/lens{lname}" + ("/lse" if with_lse else "") +
             ("/padded" if padded and not q_bcast else "") + ("/q-bcast" if q_bcast else "") +
             ("/validate" if validate else ""))
     return {"name": full, "op": OP, "config": config, "seed": seed, "tensors": t, "compare": compare}
 
 
-def build_set(prefix, count, seed0, small):
-    rng = random.Random(SEED + seed0)
-    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
-
-
 def main():
-    args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_compressed_fwd_grid.json"),
-                build_set("nsa-compressed-grid", args.count, 90000, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_compressed_fwd_small.json"),
-                build_set("nsa-compressed-small", 12, 95000, small=True))
-    write_cases(os.path.join(args.out_dir, "nsa_compressed_fwd_errors.json"), build_errors())
-    return 0
+    return write_all(__doc__, OP, "compressed", SEED, grid_case, build_errors, 90000, 95000)
 
 
 if __name__ == "__main__":

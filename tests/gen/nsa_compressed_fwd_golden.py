@@ -27,9 +27,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, write_golden  # noqa: E402
-from casegen_numeric import fmt_value  # noqa: E402
-from nsa_golden_common import meta, out_bits, poison, rand_tensor  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import fmt_value, golden_main, out_bits, poison, softmax_row  # noqa: E402
+from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261202
 OP = "nsa_compressed_fwd"
@@ -54,11 +54,7 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, DK, DV, scale, with
                 continue
             r = h // g
             rows = co[n] + np.arange(nc)
-            z = scale * (K[rows, r] @ Q[t, h])
-            m = z.max()
-            w = np.exp(z - m)
-            o[t, h] = (w @ V[rows, r]) / w.sum()
-            lse[t, h] = m + math.log(w.sum())
+            o[t, h], lse[t, h] = softmax_row(scale * (K[rows, r] @ Q[t, h]), V[rows, r])
     tensors = {"q": q_spec, "k_cmp": k_spec, "v_cmp": v_spec, **tensors, "o": poison([T, H, DV], dtype)}
     golden = {"o": {"bits": out_bits(dtype, o)}}
     compare = {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}
@@ -73,11 +69,8 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, DK, DV, scale, with
 
 
 def cases(rng):
-    out, seed = [], [31000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "nsa-compressed-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "nsa-compressed-golden/", 31000)
+    add = out.add
 
     add("fp16/g16-h16kv1/d64/bs4/lens3-0-6", dtype="fp16", lens=[3, 0, 6], bs=4, H=16, H_kv=1, DK=64, DV=64,
         scale=0.125)
@@ -94,13 +87,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_compressed_fwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("nsa_compressed_fwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

@@ -1,45 +1,17 @@
 """numpy helpers of the NSA golden generators (tests/gen/nsa_*_golden.py; SPEC.md §2.14-2.17): random
-16-bit inputs stored as exact bits, and the packed metadata of a list of request lengths. Independent of
-the C++ project.
+16-bit inputs as (spec, values) pairs, and the packed metadata of a list of request lengths. Independent
+of the C++ project. The pieces every golden generator shares are in tests/gen/casegen_numeric.py.
 """
 import numpy as np
 
-from casegen_common import contiguous, storage_size
-from casegen_numeric import from_bits, round_out, storage_index, to_bits
-
-
-def gather(flat, shape, strides):
-    if any(e == 0 for e in shape):
-        return np.zeros(shape, dtype=np.float64)
-    return flat[storage_index(shape, strides)]
+from casegen_numeric import RandomTensor, from_bits, int_tensor, round_out
 
 
 def rand_tensor(rng, dtype, shape, strides=None, std=1.0):
     """A 16-bit input: random normal storage bits (whole storage, stride gaps included). Returns
     (spec, logical float64 values)."""
-    st = list(strides) if strides is not None else contiguous(shape)
-    n = storage_size(shape, st)
-    bits = to_bits(dtype, rng.normal(0.0, std, size=n)) if n else np.zeros(0, np.uint16)
-    spec = {"shape": list(shape), "dtype": dtype}
-    if strides is not None:
-        spec["strides"] = st
-    spec["init"] = {"kind": "bits", "bits": [int(b) for b in bits]}
-    return spec, gather(from_bits(dtype, bits), shape, st) if n else np.zeros(shape)
-
-
-def int_tensor(shape, vals, strides=None, fill=-7777):
-    """An int32 input holding the logical values `vals` (row-major) in storage of `strides`; storage gaps
-    get `fill`."""
-    st = list(strides) if strides is not None else contiguous(shape)
-    n = storage_size(shape, st)
-    store = np.full(n, fill, dtype=np.int64)
-    if n:
-        store[storage_index(shape, st).reshape(-1)] = np.asarray(vals, dtype=np.int64).reshape(-1)
-    spec = {"shape": list(shape), "dtype": "int32"}
-    if strides is not None:
-        spec["strides"] = st
-    spec["init"] = {"kind": "values", "values": [int(x) for x in store]}
-    return spec
+    t = RandomTensor(rng, dtype, shape, strides, std=std)
+    return t.spec(), t.val
 
 
 def meta(lens, bs=None, token_indices_transposed=False):
@@ -65,15 +37,6 @@ def meta(lens, bs=None, token_indices_transposed=False):
             co.append(co[-1] + (n + bs - 1) // bs)
         tensors["chunk_offsets"] = int_tensor([len(co)], co)
     return tensors, off, tok, co
-
-
-def poison(shape, dtype):
-    return {"shape": list(shape), "dtype": dtype, "init": {"kind": "poison"}, "output": True}
-
-
-def out_bits(dtype, x64):
-    """Bits (row-major) of a float64 array rounded once to dtype (float64 -> fp32 -> 16-bit, RNE)."""
-    return [int(b) for b in round_out(dtype, np.ascontiguousarray(x64).reshape(-1))]
 
 
 def round_to(dtype, x32):

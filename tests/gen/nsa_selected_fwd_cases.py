@@ -23,12 +23,13 @@ until then).
 Usage: python3 tests/gen/nsa_selected_fwd_cases.py [--out-dir tests/cases]
 """
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, TOL, case_args, normal, tensor, write_cases  # noqa: E402
-from nsa_cases_common import Errors, edited, ints, maybe_padded, metadata, random_lens, set_values  # noqa: E402
+from casegen_common import Errors, OUTB, POISON, TOL, config_with, edited, normal, tensor  # noqa: E402
+from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
+                              metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
+                              set_values, token_errors, write_all)
 
 OP = "nsa_selected_fwd"
 SEED = 0x45A3
@@ -49,14 +50,13 @@ def base(dtype="fp16", lens=(3, 5), H=16, H_kv=1, D=64, SEL=2):
 CFG = {"is_causal": True, "scale": 0.125, "block_size": 4}
 
 
+def cfg(**kw):
+    return config_with(CFG, **kw)
+
+
 def build_errors():
     e = Errors(OP, "nsa-selected-error/", 9500)
     err = e.err
-
-    def cfg(**kw):
-        c = dict(CFG)
-        c.update(kw)
-        return {k: v for k, v in c.items() if v is not None}
 
     # --- param ---
     err("param/is-causal-missing", cfg(is_causal=None), base(), "param",
@@ -76,21 +76,12 @@ def build_errors():
         "validate_inputs: expected a boolean")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k", "v", "o"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
-    for n, dt, want in (("k", "bf16", "fp16"), ("v", "fp16", "bf16"), ("o", "bf16", "fp16")):
-        err(f"dtype/{n}-{dt}-for-{want}", CFG, edited(base, lambda t: t[n].update(dtype=dt), dtype=want), "dtype",
-            f"{n}: expected {want} (q's dtype), got {dt}")
-    for n in ("block_indices", "block_counts", "offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.all_dtypes(CFG, base, ("q", "k", "v", "o"))
+    e.dtype_mismatches(CFG, base, (("k", "bf16", "fp16"), ("v", "fp16", "bf16"), ("o", "bf16", "fp16")))
+    e.int64_metadata(CFG, base, ("block_indices", "block_counts", "offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k", "v", "block_indices", "block_counts", "offsets", "token_indices", "o"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k", "v", "block_indices", "block_counts", "offsets", "token_indices", "o"))
     err("args/unknown-tensor-chunk-offsets", CFG,
         edited(base, lambda t: t.update(chunk_offsets=tensor([3], "int32", ints([0, 1, 3])))), "args",
         "chunk_offsets: expected one of")
@@ -122,57 +113,24 @@ def build_errors():
         err(f"shape/{n}-dim{dim}-{val}", CFG, edited(base, f), "shape", f"{n}: expected dim {dim} ({what}) = {want}, got {val}")
     err("shape/sel-zero", CFG, edited(base, lambda t: t["block_indices"].update(shape=[8, 1, 0], init=ints([]))),
         "shape", "block_indices: expected SEL >= 1 slots (dim 2), got 0")
-    err("shape/offsets-empty", CFG, edited(base, lambda t: t["offsets"].update(shape=[0], init=ints([]))), "shape",
-        "offsets: expected at least 1 element ([N + 1]), got 0")
-    err("shape/token-indices-rows-differ", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[9, 2], init=ints([0] * 18))), "shape",
-        "token_indices: expected dim 0 (T, q's tokens) = 8, got 9")
-    err("shape/token-indices-width-1", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[8, 1], init=ints([0] * 8))), "shape",
-        "token_indices: expected dim 1 ((request, position)) = 2, got 1")
+    metadata_shape_errors(e, CFG, base, token_rows=9, token_width=1)
     for D in (32, 96, 256):
         err(f"shape/d{D}", CFG, base(D=D), "shape", f"q: expected head dim D in {{64, 128}}, got {D}")
-    err("shape/h32-hkv3", CFG, base(H=32, H_kv=3), "shape",
-        "k: expected H_kv dividing H (H % H_kv == 0), got H = 32, H_kv = 3")
-    err("shape/h8-hkv1-group8", CFG, base(H=8, H_kv=1), "shape",
-        "k: expected a group size H / H_kv that is a multiple of 16, got H = 8, H_kv = 1 (group 8)")
-    err("shape/h32-hkv4-group8", CFG, base(H=32, H_kv=4), "shape",
-        "k: expected a group size H / H_kv that is a multiple of 16, got H = 32, H_kv = 4 (group 8)")
+    head_errors(e, CFG, base, "k", (32, 3), ((8, 1), (32, 4)))
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k", [128, 128, 2]), ("v", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k", [128, 128, 2]), ("v", [128, 128, 2])))
     err("layout/k-token-stride-136-bytes", CFG, edited(base, lambda t: t["k"].update(strides=[68, 64, 1])), "layout",
         "k: expected dim 0 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/offsets-strided", CFG,
         edited(base, lambda t: t["offsets"].update(strides=[2], init=ints([0, -1, 3, -1, 8]))), "layout",
         "offsets: expected a contiguous (row-major) tensor")
-    for strides in ([2048, 64, 1], [1024, 64, 0]):
-        err("layout/o-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t["o"].update(strides=strides)), "layout", "o: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, (("o", [2048, 64, 1]), ("o", [1024, 64, 0])))
 
     # --- content (validate_inputs) ---
     V = cfg(validate_inputs=True)
-    tok = [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2, 1, 3, 1, 4]
-    err("content/offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "offsets", [2, 3, 8])), "content",
-        "offsets: expected element 0 to be 0, got 2")
-    err("content/offsets-decreasing", V, edited(base, lambda t: set_values(t, "offsets", [0, 5, 4])), "content",
-        "offsets: expected non-decreasing offsets, got 4 after 5 at index 2")
-    err("content/offsets-last-not-t", V, edited(base, lambda t: set_values(t, "offsets", [0, 3, 9])), "content",
-        "offsets: expected the last offset (index 2) to be T = 8, got 9")
-    bad = list(tok)
-    bad[2] = 1
-    err("content/token-request-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad)), "content",
-        "token_indices: expected token 1's request id n with offsets[n] <= 1 < offsets[n + 1], got 1 at [1, 0]")
-    bad2 = list(tok)
-    bad2[0] = -1
-    err("content/token-request-negative", V, edited(base, lambda t: set_values(t, "token_indices", bad2)), "content",
-        "token_indices: expected token 0's request id n with offsets[n] <= 0 < offsets[n + 1], got -1 at [0, 0]")
-    bad3 = list(tok)
-    bad3[15] = 5
-    err("content/token-position-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad3)), "content",
-        "token_indices: expected token 7's position 7 - offsets[1] = 4, got 5 at [7, 1]")
+    offsets_errors(e, V, base, first=2, decreasing=(5, 4), last=9)
+    token_errors(e, V, base, (("request-wrong", 2, 1), ("request-negative", 0, -1), ("position-wrong", 15, 5)))
     cnt = [1] * 8
     cnt[5] = 3
     err("content/block-counts-above-sel", V, edited(base, lambda t: set_values(t, "block_counts", cnt)), "content",
@@ -185,22 +143,14 @@ def build_errors():
 
 
 def grid_case(rng, name, seed, small):
-    dtype = rng.choice(["fp16", "bf16"])
-    H_kv = rng.choice([1, 1, 2] if small else [1, 1, 2, 4])
-    G = rng.choice([16, 16, 32] if small else [16, 16, 32, 64])
-    H = G * H_kv
+    dtype, H_kv, G, H = random_heads(rng, small)
     D = rng.choice([64, 128])
     causal = rng.random() < 0.7
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 64, 64, 128])
     SEL = rng.randint(1, 4 if small else 16)
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 300, 1000, 2000])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        if T * H * SEL * bs * D <= (3e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * SEL * bs * D, 3e6 if small else MAX_COST)
     repeats = rng.random() < 0.2
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3
@@ -255,7 +205,7 @@ def grid_case(rng, name, seed, small):
     config = {"is_causal": causal, "scale": scale, "block_size": bs}
     if validate:
         config["validate_inputs"] = True
-    lname = "-".join(map(str, lens)) if len(lens) <= 3 else f"n{len(lens)}-t{T}"
+    lname = lens_label(lens, T)
     full = (f"{name}/{dtype}/{'causal' if causal else 'noncausal'}/g{G}-h{H}kv{H_kv}/d{D}/bs{bs}/sel{SEL}/lens{lname}" +
             ("/repeats" if repeats else "") + ("/padded" if padded else "") + ("/strided-meta" if strided_meta else "") +
             ("/validate" if validate else ""))
@@ -263,19 +213,8 @@ def grid_case(rng, name, seed, small):
             "compare": {"o": {"mode": "rel_l2", "tol": TOL[dtype]}}}
 
 
-def build_set(prefix, count, seed0, small):
-    rng = random.Random(SEED + seed0)
-    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
-
-
 def main():
-    args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_selected_fwd_grid.json"),
-                build_set("nsa-selected-grid", args.count, 91000, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_selected_fwd_small.json"),
-                build_set("nsa-selected-small", 12, 96000, small=True))
-    write_cases(os.path.join(args.out_dir, "nsa_selected_fwd_errors.json"), build_errors())
-    return 0
+    return write_all(__doc__, OP, "selected", SEED, grid_case, build_errors, 91000, 96000)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import TOL, case_args, write_golden  # noqa: E402
-from nsa_golden_common import int_tensor, meta, out_bits, poison, rand_tensor  # noqa: E402
+from casegen_common import TOL, CaseList  # noqa: E402
+from casegen_numeric import golden_main, int_tensor, out_bits, poison, softmax_row  # noqa: E402
+from nsa_golden_common import meta, rand_tensor  # noqa: E402
 
 SEED = 20261203
 OP = "nsa_selected_fwd"
@@ -92,9 +93,7 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, D, SEL, scale, caus
                 empty += 1
                 continue
             rows = np.asarray(rows)
-            z = scale * (K[rows, r] @ Q[t, h])
-            w = np.exp(z - z.max())
-            o[t, h] = (w @ V[rows, r]) / w.sum()
+            o[t, h] = softmax_row(scale * (K[rows, r] @ Q[t, h]), V[rows, r])[0]
     tensors = {"q": q_spec, "k": k_spec, "v": v_spec,
                "block_indices": int_tensor([T, H_kv, SEL], idx.reshape(-1)),
                "block_counts": int_tensor([T, H_kv], cnt.reshape(-1),
@@ -107,11 +106,8 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, D, SEL, scale, caus
 
 
 def cases(rng):
-    out, seed = [], [32000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "nsa-selected-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "nsa-selected-golden/", 32000)
+    add = out.add
 
     add("fp16/causal/g16-h16kv1/d64/bs4/sel3/lens6-0-7", dtype="fp16", lens=[6, 0, 7], bs=4, H=16, H_kv=1, D=64,
         SEL=3, scale=0.125, causal=True, q_head_bcast=True)
@@ -132,13 +128,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_selected_fwd_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("nsa_selected_fwd_golden.json", cases)])
 
 
 if __name__ == "__main__":

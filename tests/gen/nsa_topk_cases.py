@@ -21,12 +21,13 @@ until then).
 Usage: python3 tests/gen/nsa_topk_cases.py [--out-dir tests/cases]
 """
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, POISON, case_args, normal, tensor, write_cases  # noqa: E402
-from nsa_cases_common import Errors, edited, ints, maybe_padded, metadata, random_lens, set_values  # noqa: E402
+from casegen_common import Errors, OUTB, POISON, config_with, edited, normal, tensor  # noqa: E402
+from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
+                              metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
+                              set_values, token_errors, write_all)
 
 OP = "nsa_topk"
 SEED = 0x45A2
@@ -44,14 +45,13 @@ def base(dtype="fp16", lens=(3, 5), bs=4, H=16, H_kv=1, D=64, S=2):
 CFG = {"scale": 0.125, "selected_block_num": 2, "bs": 4}
 
 
+def cfg(**kw):
+    return config_with(CFG, **kw)
+
+
 def build_errors():
     e = Errors(OP, "nsa-topk-error/", 9300)
     err = e.err
-
-    def cfg(**kw):
-        c = dict(CFG)
-        c.update(kw)
-        return {k: v for k, v in c.items() if v is not None}
 
     # --- param ---
     err("param/scale-missing", cfg(scale=None), base(), "param", "scale: expected a finite value > 0, got none")
@@ -71,20 +71,13 @@ def build_errors():
     err("param/validate-inputs-not-bool", cfg(validate_inputs=0), base(), "param", "validate_inputs: expected a boolean")
 
     # --- dtype ---
-    for dt in ("fp32", "e4m3"):
-        t = base()
-        for n in ("q", "k_cmp"):
-            t[n]["dtype"] = dt
-        err(f"dtype/all-{dt}", CFG, t, "dtype", "q: expected fp16 or bf16, got " + dt)
+    e.all_dtypes(CFG, base, ("q", "k_cmp"))
     err("dtype/k-cmp-bf16-for-fp16", CFG, edited(base, lambda t: t["k_cmp"].update(dtype="bf16")), "dtype",
         "k_cmp: expected fp16 (q's dtype), got bf16")
-    for n in ("block_indices", "offsets", "chunk_offsets", "token_indices"):
-        err(f"dtype/{n}-int64", CFG, edited(base, lambda t: t[n].update(dtype="int64")), "dtype",
-            f"{n}: expected int32, got int64")
+    e.int64_metadata(CFG, base, ("block_indices", "offsets", "chunk_offsets", "token_indices"))
 
     # --- args ---
-    for n in ("q", "k_cmp", "offsets", "chunk_offsets", "token_indices", "block_indices"):
-        err(f"args/{n}-missing", CFG, edited(base, lambda t: t.pop(n)), "args", f"{n}: expected a tensor, got none")
+    e.missing(CFG, base, ("q", "k_cmp", "offsets", "chunk_offsets", "token_indices", "block_indices"))
     err("args/unknown-tensor-lse", CFG, edited(base, lambda t: t.update(lse=tensor([8, 16], "fp32", normal()))),
         "args", "lse: expected one of")
 
@@ -100,54 +93,27 @@ def build_errors():
         err(f"shape/block-indices-dim{dim}-{val}", CFG,
             edited(base, lambda t: t["block_indices"]["shape"].__setitem__(dim, val)), "shape",
             f"block_indices: expected dim {dim} ({what}) = {want}, got {val}")
-    err("shape/offsets-empty", CFG, edited(base, lambda t: t["offsets"].update(shape=[0], init=ints([]))), "shape",
-        "offsets: expected at least 1 element ([N + 1]), got 0")
-    err("shape/token-indices-rows-differ", CFG,
-        edited(base, lambda t: t["token_indices"].update(shape=[6, 2], init=ints([0] * 12))), "shape",
-        "token_indices: expected dim 0 (T, q's tokens) = 8, got 6")
+    metadata_shape_errors(e, CFG, base, token_rows=6)
     err("shape/chunk-offsets-length-differs", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(shape=[2], init=ints([0, 3]))), "shape",
         "chunk_offsets: expected dim 0 (N + 1, offsets' length) = 3, got 2")
     for D in (32, 96, 256):
         err(f"shape/d{D}", CFG, base(D=D), "shape", f"q: expected head dim D in {{64, 128}}, got {D}")
-    err("shape/h16-hkv5", CFG, base(H=16, H_kv=5), "shape",
-        "k_cmp: expected H_kv dividing H (H % H_kv == 0), got H = 16, H_kv = 5")
-    err("shape/h4-hkv1-group4", CFG, base(H=4, H_kv=1), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 4, H_kv = 1 (group 4)")
-    err("shape/h64-hkv8-group8", CFG, base(H=64, H_kv=8), "shape",
-        "k_cmp: expected a group size H / H_kv that is a multiple of 16, got H = 64, H_kv = 8 (group 8)")
+    head_errors(e, CFG, base, "k_cmp", (16, 5), ((4, 1), (64, 8)))
 
     # --- layout ---
-    for n, strides in (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2])):
-        err(f"layout/{n}-innermost-stride2", CFG, edited(base, lambda t: t[n].update(strides=strides)), "layout",
-            f"{n}: expected innermost stride 1")
+    e.innermost_strides(CFG, base, (("q", [2048, 128, 2]), ("k_cmp", [128, 128, 2])))
     err("layout/q-token-stride-2056-bytes", CFG, edited(base, lambda t: t["q"].update(strides=[1028, 64, 1])),
         "layout", "q: expected dim 0 stride to be a multiple of 16 bytes", gpu_only=True)
     err("layout/chunk-offsets-strided", CFG,
         edited(base, lambda t: t["chunk_offsets"].update(strides=[3], init=ints([0, 9, 9, 1, 9, 9, 3]))), "layout",
         "chunk_offsets: expected a contiguous (row-major) tensor")
-    for strides in ([4, 2, 1], [2, 2, 0], [1, 2, 8]):
-        err("layout/block-indices-strides-" + "-".join(map(str, strides)), CFG,
-            edited(base, lambda t: t["block_indices"].update(strides=strides)), "layout",
-            "block_indices: expected a contiguous (row-major) tensor")
+    e.not_contiguous(CFG, base, [("block_indices", st) for st in ([4, 2, 1], [2, 2, 0], [1, 2, 8])])
 
     # --- content (validate_inputs) ---
     V = cfg(validate_inputs=True)
-    tok = [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2, 1, 3, 1, 4]
-    err("content/offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "offsets", [-1, 3, 8])), "content",
-        "offsets: expected element 0 to be 0, got -1")
-    err("content/offsets-decreasing", V, edited(base, lambda t: set_values(t, "offsets", [0, 9, 8])), "content",
-        "offsets: expected non-decreasing offsets, got 8 after 9 at index 2")
-    err("content/offsets-last-not-t", V, edited(base, lambda t: set_values(t, "offsets", [0, 3, 6])), "content",
-        "offsets: expected the last offset (index 2) to be T = 8, got 6")
-    bad = list(tok)
-    bad[4] = 1
-    err("content/token-request-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad)), "content",
-        "token_indices: expected token 2's request id n with offsets[n] <= 2 < offsets[n + 1], got 1 at [2, 0]")
-    bad2 = list(tok)
-    bad2[13] = 0
-    err("content/token-position-wrong", V, edited(base, lambda t: set_values(t, "token_indices", bad2)), "content",
-        "token_indices: expected token 6's position 6 - offsets[1] = 3, got 0 at [6, 1]")
+    offsets_errors(e, V, base, first=-1, decreasing=(9, 8), last=6)
+    token_errors(e, V, base, (("request-wrong", 4, 1), ("position-wrong", 13, 0)))
     err("content/chunk-offsets-first-nonzero", V, edited(base, lambda t: set_values(t, "chunk_offsets", [2, 1, 3])),
         "content", "chunk_offsets: expected element 0 to be 0, got 2")
     err("content/chunk-count-wrong", V, edited(base, lambda t: set_values(t, "chunk_offsets", [0, 1, 2])), "content",
@@ -161,21 +127,14 @@ def build_errors():
 
 
 def grid_case(rng, name, seed, small):
-    dtype = rng.choice(["fp16", "bf16"])
-    H_kv = rng.choice([1, 1, 2] if small else [1, 1, 2, 4])
-    G = rng.choice([16, 16, 32] if small else [16, 16, 32, 64])
-    H = G * H_kv
+    dtype, H_kv, G, H = random_heads(rng, small)
     D = rng.choice([64, 128])
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 64, 64])
     S = rng.choice([1, 2, 4, 7] if small else [1, 2, 3, 4, 8, 16, 16, 32, 64, 100, 128])
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 300, 1000, 3000])
-    while True:
-        lens = random_lens(rng, N, max_len, short=bs)
-        T = sum(lens)
-        if T * H * (max(lens) // bs + 1) * D <= (2e6 if small else MAX_COST):
-            break
-        max_len = max(1, max_len // 2)
+    lens = random_lens_within(rng, N, max_len, bs, lambda ls: sum(ls) * H * (max(ls) // bs + 1) * D,
+                              2e6 if small else MAX_COST)
     validate = rng.random() < 0.2
     padded = rng.random() < 0.3
     meta, T, C = metadata(lens, bs)
@@ -186,26 +145,15 @@ def grid_case(rng, name, seed, small):
     config = {"scale": scale, "selected_block_num": S, "bs": bs}
     if validate:
         config["validate_inputs"] = True
-    lname = "-".join(map(str, lens)) if len(lens) <= 3 else f"n{len(lens)}-t{T}"
+    lname = lens_label(lens, T)
     full = (f"{name}/{dtype}/g{G}-h{H}kv{H_kv}/d{D}/bs{bs}/s{S}/lens{lname}" + ("/padded" if padded else "") +
             ("/validate" if validate else ""))
     return {"name": full, "op": OP, "config": config, "seed": seed, "tensors": t,
             "compare": {"block_indices": {"mode": "topk"}}}
 
 
-def build_set(prefix, count, seed0, small):
-    rng = random.Random(SEED + seed0)
-    return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
-
-
 def main():
-    args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_topk_grid.json"),
-                build_set("nsa-topk-grid", args.count, 92000, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", "nsa_topk_small.json"),
-                build_set("nsa-topk-small", 12, 97000, small=True))
-    write_cases(os.path.join(args.out_dir, "nsa_topk_errors.json"), build_errors())
-    return 0
+    return write_all(__doc__, OP, "topk", SEED, grid_case, build_errors, 92000, 97000)
 
 
 if __name__ == "__main__":

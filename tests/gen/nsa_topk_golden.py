@@ -33,8 +33,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import case_args, write_golden  # noqa: E402
-from nsa_golden_common import meta, poison, rand_tensor, round_to  # noqa: E402
+from casegen_common import CaseList  # noqa: E402
+from casegen_numeric import golden_main, poison  # noqa: E402
+from nsa_golden_common import meta, rand_tensor, round_to  # noqa: E402
 
 SEED = 20261204
 OP = "nsa_topk"
@@ -77,11 +78,8 @@ def build_case(rng, name, seed, *, dtype, lens, bs, H, H_kv, D, S, scale, tok_tr
 
 
 def cases(rng):
-    out, seed = [], [33000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        out.append(build_case(rng, "nsa-topk-golden/" + name, seed[0], **kw))
+    out = CaseList(rng, build_case, "nsa-topk-golden/", 33000)
+    add = out.add
 
     add("fp16/g16-h16kv1/d64/bs1/s4/lens9-0-3", dtype="fp16", lens=[9, 0, 3], bs=1, H=16, H_kv=1, D=64, S=4,
         scale=0.125, k_std=2.0)
@@ -100,13 +98,7 @@ def cases(rng):
 
 
 def main():
-    args = case_args(__doc__).parse_args()
-    rng = np.random.default_rng(SEED)
-    built = cases(rng)
-    write_golden(os.path.join(args.out_dir, "nsa_topk_golden.json"), built)
-    for c, note in built:
-        print(f"  {c['name']}: {note}")
-    return 0
+    return golden_main(__doc__, SEED, [("nsa_topk_golden.json", cases)])
 
 
 if __name__ == "__main__":

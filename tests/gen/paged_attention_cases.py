@@ -44,9 +44,10 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, OUTB, POISON, TOL, attention_config, case_args, contiguous,  # noqa: E402
-                            encode_bits, normal, random_padded_strides, random_sinks, scatter_pages, storage_size,
-                            tensor, values, weighted, write_cases)
+from casegen_common import (ELEM_BYTES, Errors, OUTB, POISON, TOL, attention_config, attention_name_parts,  # noqa: E402
+                            case_args, contiguous, encode_bits, fewer_heads, normal, random_padded_strides,
+                            random_sinks, scatter_pages, storage_size, tensor, values, weighted, write_cases,
+                            write_errors_per_op)
 
 SEED = 0x9A6E0
 MAX_TOTAL_COST = 1.45e10          # sum over the grid of q_len * H * kv_len * D
@@ -230,12 +231,7 @@ def draw_lengths(rng, d, cap, small):
             if d.op == "mha_decode_paged":
                 d.H = d.H_kv = d.H // 2
             else:
-                g = d.H // d.H_kv
-                if d.H_kv > 1:
-                    d.H_kv //= 2
-                else:
-                    g //= 2
-                d.H = g * d.H_kv
+                fewer_heads(d)
     # give up: short lengths
     if d.op == "mha_decode_paged":
         d.lens = [min(L, 7) for L in d.lens]
@@ -331,18 +327,7 @@ def build_case(rng, d, idx, seed, garbage_left, name_prefix="", garbage_case_max
     else:
         pair = d.q_dtype if not d.fp8 else f"{d.q_dtype}-{d.kv_dtype}" + (f"-{d.out_dtype}" if d.out_dtype else "")
         parts = [d.op, pair, f"d{D}", f"h{H}kv{H_kv}", f"ps{PS}", "causal" if d.causal else "noncausal"]
-        if d.wl != -1:
-            parts.append(f"wl{d.wl}")
-        if d.wr != -1:
-            parts.append(f"wr{d.wr}")
-        if d.softcap:
-            parts.append(f"cap{d.softcap:g}")
-        if d.sm_scale is not None:
-            parts.append(f"sm{d.sm_scale:g}")
-        if d.rope:
-            parts.append(f"rope-{d.rope}-r{d.R}")
-        if d.sinks:
-            parts.append(f"sinks-{d.sinks}")
+        parts += attention_name_parts(d)
         if d.scales:
             parts.append(f"scales-{d.scales}")
         parts.append("q" + ",".join(str(q) for q, _ in d.reqs) + "-kv" + ",".join(str(k) for _, k in d.reqs)
@@ -511,14 +496,8 @@ MHA_CFG = {"page_size": 4}
 
 
 def build_errors():
-    cases = []
-
-    def err(name, op, config, tensors, category, contains, gpu_only=False):
-        c = {"name": "paged-error/" + name, "op": op, "config": config, "seed": 8000 + len(cases), "tensors": tensors,
-             "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    e = Errors(None, "paged-error/", 8000)
+    err = e.err_op
 
     G = "gqa_paged_fwd"
     # ---------------- gqa_paged_fwd: param ----------------
@@ -864,7 +843,7 @@ def build_errors():
         gqa_base(reqs=((20, 30), (40, 50)), rope_R=32), "unsupported", "backend 'hopper'", gpu_only=True)
     err("mha/unsupported/hopper", M, dict(MHA_CFG, backend="hopper"), mha_base(), "unsupported",
         "it serves gqa_paged_fwd only", gpu_only=True)
-    return cases
+    return e.cases
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -879,9 +858,7 @@ def main():
           f"; {n_mha} mha_decode_paged, {len(grid) - n_mha} gqa_paged_fwd; {n_garbage} with random-byte garbage "
           f"pools ({garbage} elements); reference cost bound {total:.3g} (sum of q_len * H * kv_len * D)")
     write_cases(os.path.join(args.out_dir, "gpu", "paged_attention_small.json"), build_small())
-    errors = build_errors()
-    for op in ("gqa_paged_fwd", "mha_decode_paged"):
-        write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), [c for c in errors if c["op"] == op])
+    write_errors_per_op(args.out_dir, build_errors(), ("gqa_paged_fwd", "mha_decode_paged"))
     return 0
 
 

@@ -48,11 +48,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (ELEM_BYTES, TOL, attention_config, case_args, contiguous, storage_size,  # noqa: E402
-                            write_golden)
-from casegen_numeric import (E4M3, STORAGE_DTYPE, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
-                             e4m3_bits_nearest, fp16_from_bits, from_bits, rope_rotate, round_out, storage_index,
-                             to_bits, values_spec)
+from casegen_common import ELEM_BYTES, TOL, CaseList, attention_config, contiguous, storage_size  # noqa: E402
+from casegen_numeric import (E4M3, STORAGE_DTYPE, attend, bf16_bits_from_finite_f32, bf16_from_bits,  # noqa: E402
+                             bits_spec, e4m3_bits_nearest, fp16_from_bits, from_bits, golden_main, rope_rotate,
+                             round_out, storage_index, to_bits, values_spec)
 
 SEED = 20240905
 BAD_PAGES = [999999, -1, -123456, 2 ** 31 - 1]  # never valid; NP itself is added per case
@@ -77,11 +76,11 @@ def self_test():
     assert rows == [2.0, 3.0, 0.0]
     # the row softmax: a +inf sink zeroes, a -inf sink is absent, an empty row is zero
     Q, K, V = np.ones((1, 2)), np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])
-    o = attend(Q, K, V, 1.0, 0.0, False, -1, -1, math.inf, 0)
+    o, _ = attend(Q, K, V, 1.0, 0.0, False, -1, -1, math.inf, 0)
     assert np.all(o == 0)
-    o = attend(Q, K, V, 1.0, 0.0, False, -1, -1, -math.inf, 0)
+    o, _ = attend(Q, K, V, 1.0, 0.0, False, -1, -1, -math.inf, 0)
     assert np.allclose(o, [[2.0, 3.0]])
-    o = attend(Q, K, V, 1.0, 0.0, True, -1, -1, -math.inf, -5)  # p = -5 + ... : nothing visible
+    o, _ = attend(Q, K, V, 1.0, 0.0, True, -1, -1, -math.inf, -5)  # p = -5 + ... : nothing visible
     assert np.all(o == 0)
     print("  number formats, gather and softmax ok")
 
@@ -131,11 +130,7 @@ class Tensor:
         return from_bits(self.dtype, self.bits)[storage_index(self.shape, self.strides)]
 
     def spec(self):
-        s = {"shape": self.shape, "dtype": self.dtype}
-        if self.explicit_strides:
-            s["strides"] = self.strides
-        s["init"] = {"kind": "bits", "bits": [int(b) for b in self.bits]}
-        return s
+        return bits_spec(self.dtype, self.shape, self.bits, self.strides if self.explicit_strides else None)
 
 
 def padded_strides(shape, dtype, pads):
@@ -150,40 +145,7 @@ def padded_strides(shape, dtype, pads):
 
 
 # ----------------------------------------------------------------------------------------------------
-# The independent reference
-
-
-def attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0):
-    """One (request, head): Q [ql, D], K/V [kl, D] float64, query i at position p0 + i -> o [ql, D]."""
-    ql, kl = Q.shape[0], K.shape[0]
-    o = np.zeros((ql, Q.shape[1]))
-    if ql == 0 or sink == math.inf:
-        return o
-    p = np.arange(ql)[:, None] + p0
-    j = np.arange(kl)[None, :]
-    vis = np.ones((ql, kl), dtype=bool)
-    if causal:
-        vis &= j <= p
-    if wl >= 0:
-        vis &= j >= p - wl
-    if wr >= 0:
-        vis &= j <= p + wr
-    z = alpha * (Q @ K.T) if kl else np.zeros((ql, 0))
-    lg = softcap * np.tanh(z / softcap) if softcap > 0 else z
-    lg = np.where(vis, lg, -math.inf)
-    for i in range(ql):
-        row = lg[i]
-        m = max(float(row.max()) if kl else -math.inf, sink)
-        if m == -math.inf:
-            continue
-        w = np.exp(row - m)  # exp(-inf) = 0 for hidden keys
-        zsum = w.sum() + math.exp(sink - m)
-        o[i] = (w @ V) / zsum if kl else 0.0
-    return o
-
-
-# ----------------------------------------------------------------------------------------------------
-# Page assignment
+# Page assignment (the reference itself, one head's attention, is casegen_numeric.attend)
 
 
 def assign_pages(rng, kv_lens, q_lens, PS, spare_pages, share=False):
@@ -334,7 +296,7 @@ def gqa_paged_case(rng, name, seed, *, q_dtype, kv_dtype, H, H_kv, D, PS, reqs, 
                 Q = rope_rotate(Q, cos[pq], sin[pq], rope, R)
                 K = rope_rotate(K, cos[:kl], sin[:kl], rope, R)
             sink = sink_vals[h] if sink_vals is not None else -math.inf
-            o = attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0)
+            o, _ = attend(Q, K, V, alpha, softcap, causal, wl, wr, sink, p0)
             n_zero_rows += int(np.sum(np.all(o == 0, axis=1)))
             o64[q0: q0 + ql, h, :] = o
     assert np.all(np.isfinite(o64))
@@ -349,11 +311,8 @@ def gqa_paged_case(rng, name, seed, *, q_dtype, kv_dtype, H, H_kv, D, PS, reqs, 
 
 
 def gqa_paged_cases(rng):
-    cases, seed = [], [6000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(gqa_paged_case(rng, "gqa-paged-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, gqa_paged_case, "gqa-paged-golden/", 6000)
+    add = cases.add
 
     add("fp16/d64/h4kv2/ps16/causal/mixed/q1,5,0-kv37,20,9", q_dtype="fp16", kv_dtype="fp16", H=4, H_kv=2, D=64,
         PS=16, reqs=[(1, 37), (5, 20), (0, 9)], W_extra=2, validate=True)
@@ -433,7 +392,7 @@ def mha_case(rng, name, seed, *, dtype, H, D, PS, S_q, lens, causal, W_extra=1, 
             K = kv[idx, h, :] if L else np.zeros((0, D))
             V = vv[idx, h, :] if L else np.zeros((0, D))
             assert np.all(np.isfinite(K)) and np.all(np.isfinite(V))
-            o = attend(qv[b, :, h, :], K, V, alpha, 0.0, causal, -1, -1, -math.inf, L - S_q)
+            o, _ = attend(qv[b, :, h, :], K, V, alpha, 0.0, causal, -1, -1, -math.inf, L - S_q)
             n_zero_rows += int(np.sum(np.all(o == 0, axis=1)))
             o64[b, :, h, :] = o
     tensors["o"] = {"shape": q_shape, "dtype": dtype, "init": {"kind": "poison"}, "output": True}
@@ -447,11 +406,8 @@ def mha_case(rng, name, seed, *, dtype, H, D, PS, S_q, lens, causal, W_extra=1, 
 
 
 def mha_cases(rng):
-    cases, seed = [], [7000]
-
-    def add(name, **kw):
-        seed[0] += 1
-        cases.append(mha_case(rng, "mha-decode-paged-golden/" + name, seed[0], **kw))
+    cases = CaseList(rng, mha_case, "mha-decode-paged-golden/", 7000)
+    add = cases.add
 
     add("fp16/d64/h2/ps16/noncausal/sq1/l37,0,16/w+2", dtype="fp16", H=2, D=64, PS=16, S_q=1, lens=[37, 0, 16],
         causal=False, W_extra=2, validate=True)
@@ -474,28 +430,11 @@ def mha_cases(rng):
     return cases
 
 
-# ----------------------------------------------------------------------------------------------------
-# JSON output: structure indented, number lists on one line
-
-
-def write(path, cases):
-    write_golden(path, cases)
-    for c, n_zero in cases:
-        print(f"  {c['name']}: {n_zero} rows the contract makes zero")
-
-
 def main():
-    ap = case_args(__doc__)
-    ap.add_argument("--self-test-only", action="store_true")
-    args = ap.parse_args()
-    print("self-test:")
-    self_test()
-    if args.self_test_only:
-        return 0
-    rng = np.random.default_rng(SEED)
-    write(os.path.join(args.out_dir, "gqa_paged_fwd_golden.json"), gqa_paged_cases(rng))
-    write(os.path.join(args.out_dir, "mha_decode_paged_golden.json"), mha_cases(rng))
-    return 0
+    def describe(n_zero):
+        return f"{n_zero} rows the contract makes zero"
+    return golden_main(__doc__, SEED, [("gqa_paged_fwd_golden.json", gqa_paged_cases, describe),
+                                       ("mha_decode_paged_golden.json", mha_cases, describe)], self_test=self_test)
 
 
 if __name__ == "__main__":

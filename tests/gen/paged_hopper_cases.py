@@ -10,12 +10,11 @@ tests/gen/paged_attention_cases.py first (this reads its outputs).
 
 Usage: python3 tests/gen/paged_hopper_cases.py [--out-dir tests/cases]
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import derive_cases, pinned_to  # noqa: E402
+from casegen_common import case_args, derive_cases, pinned_to  # noqa: E402
 
 
 def eligible(case):
@@ -32,9 +31,7 @@ def eligible(case):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cases"))
-    args = ap.parse_args()
+    args = case_args(__doc__).parse_args()
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("paged_attention_grid.json", "paged_hopper_grid.json"),
                   ("paged_attention_small.json", "paged_hopper_small.json")], eligible, pinned_to)

@@ -17,14 +17,13 @@ MAX_CASE_ELEMENTS so the CPU reference stays fast.
 
 Usage: python3 tests/gen/paged_kv_write_cases.py [--out-dir DIR] [--count N]
 """
-import argparse
 import json
 import os
 import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import CASES_DIR, class_f_ok, contiguous, storage_size, tensor, weighted, write_cases_text  # noqa: E402
+from casegen_common import case_args, class_f_ok, contiguous, storage_size, tensor, weighted, write_cases_text  # noqa: E402
 
 SEED = 0x9A6ED
 MAX_CASE_ELEMENTS = 8 * 1024 * 1024
@@ -238,10 +237,7 @@ def summary(cases):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=CASES_DIR, help="the GPU files go to OUT_DIR/gpu")
-    ap.add_argument("--count", type=int, default=320)
-    args = ap.parse_args()
+    args = case_args(__doc__, count=320).parse_args()
     gpu = os.path.join(args.out_dir, "gpu")
     os.makedirs(gpu, exist_ok=True)
     g, gt = grid(args.count)

@@ -21,7 +21,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import OUTB, case_args, contiguous, storage_size, tensor, values, write_cases  # noqa: E402
+from casegen_common import Errors, OUTB, case_args, contiguous, storage_size, tensor, values, write_cases  # noqa: E402
 
 SEED_TOPK = 0x70_4C
 TOPK = "topk_select"
@@ -139,7 +139,7 @@ def topk_small():
 
 
 def topk_errors():
-    cases = []
+    e = Errors(TOPK, "topk-error/", 6000, config={"topk": 3})
 
     def base(B=1, S=2, S_kv=6, G=1, topk=3, window=True):
         t = {"index_score": tensor([B, S, S_kv, G], "fp32", normal())}
@@ -149,12 +149,7 @@ def topk_errors():
         t["indexes"] = tensor([B, S, G, topk], "int32", OUTB, output=True)
         return t
 
-    def err(name, tensors, category, contains, config=None, gpu_only=False):
-        c = {"name": f"topk-error/{name}", "op": TOPK, "config": {"topk": 3} if config is None else config,
-             "seed": 6000 + len(cases), "tensors": tensors, "expect_error": {"category": category, "contains": contains}}
-        if gpu_only:
-            c["gpu_only"] = True
-        cases.append(c)
+    err = e.rule
 
     # param
     err("param/topk-zero", base(topk=1), "param", "topk: expected an integer", config={"topk": 0})
@@ -227,7 +222,7 @@ def topk_errors():
     err("layout/indexes-not-contiguous", t, "layout", "indexes: expected a contiguous")
     err("unsupported/backend-hopper", base(), "unsupported", "hopper", config={"topk": 3, "backend": "hopper"},
         gpu_only=True)
-    return cases
+    return e.cases
 
 
 def main():
