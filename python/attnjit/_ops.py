@@ -318,19 +318,22 @@ def bsa_fp8_fwd(q: Tensor, k: Tensor, v: Tensor, q2k_block_index: Tensor, q2k_bl
 
 
 def gqa_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, lse: Tensor, *, is_causal: bool = True,
-            sm_scale: Optional[float] = None, deterministic: bool = False, out: Any = None,
+            sm_scale: Optional[float] = None, deterministic: bool = False, window_size_left: int = -1,
+            window_size_right: int = -1, out: Any = None,
             impl: Optional[str] = None, backend: str = "auto", stream: Any = None,
             runtime: Optional[Runtime] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Gradients of gqa_fwd (BSHD, S_q = S_kv) from its o and lse: returns (dq, dk, dv) with the shapes of
     q, k, v. is_causal defaults to True, as the contract says; deterministic (beyond the contract) makes
-    the kernels add dq in a fixed order, so repeated calls return identical bytes. SPEC.md 2.12."""
+    the kernels add dq in a fixed order, so repeated calls return identical bytes; window_size_left /
+    window_size_right (beyond the contract) are gqa_fwd's sliding window. SPEC.md 2.12."""
     dq, dk, dv = _out(out, 3, "gqa_bwd")
     dt = dtype_of(q)
     dq = empty(q, q.shape, dt) if dq is None else dq
     dk = empty(q, k.shape, dt) if dk is None else dk
     dv = empty(q, v.shape, dt) if dv is None else dv
     call("gqa_bwd", (("q", q), ("k", k), ("v", v), ("o", o), ("do", do), ("lse", lse)),
-         (("is_causal", is_causal), ("sm_scale", sm_scale), ("deterministic", deterministic)),
+         (("is_causal", is_causal), ("sm_scale", sm_scale), ("deterministic", deterministic),
+          ("window_size_left", window_size_left), ("window_size_right", window_size_right)),
          impl, backend, (("dq", dq), ("dk", dk), ("dv", dv)), stream, runtime)
     return dq, dk, dv
 

@@ -159,7 +159,9 @@ constexpr const char* kSignatures = R"json(
   "params": [
    {"name": "is_causal", "type": "bool", "default": true},
    {"name": "sm_scale", "type": "float", "default": null},
-   {"name": "deterministic", "type": "bool", "default": false}]},
+   {"name": "deterministic", "type": "bool", "default": false},
+   {"name": "window_size_left", "type": "int", "default": -1},
+   {"name": "window_size_right", "type": "int", "default": -1}]},
  {"name": "mla_decode", "spec": "2.13",
   "tensors": [
    {"name": "q", "role": "in", "rank": [3, 4], "shape": "[B, H, D] or [B, S_q, H, D]", "dtypes": ["fp16", "bf16"]},

@@ -130,7 +130,7 @@ __device__ __forceinline__ void attn_bwd_pass_turn(int* sem) {
 // entry g / kSubs (a query block of BS rows of one query head of the group).
 template <int BS>
 struct RoutedSlots {
-  static constexpr bool kCausal = false, kDeterministic = false;
+  static constexpr bool kCausal = false, kDeterministic = false, kWindow = false;
   static constexpr int kSubs = BS / 64;  // slots per list entry
   const AttnBwdParams& p;
   int kb, r, b, first, n_slots, kv_valid;
@@ -157,6 +157,9 @@ struct RoutedSlots {
     return max(0, min(sz, kv_valid));
   }
   __device__ __forceinline__ int* sem(int, int) const { return nullptr; }
+  __device__ __forceinline__ int turn(int) const { return 0; }
+  __device__ __forceinline__ int left_reach() const { return 0; }
+  __device__ __forceinline__ int right_reach() const { return 0; }
 };
 
 // The dense schedule of gqa_bwd (square, S_q = S_kv): slot g is 64-row query slot m_first + g % tiles of
@@ -170,11 +173,12 @@ struct RoutedSlots {
 // Deterministic schedules walk each head's slots from the last:
 // every CTA then meets the same slot first, and the turns pass along the key blocks one slot apart
 // (walking up, key block kb's first slot would wait for key block 0 to climb to it).
-template <int BN, bool CAUSAL, bool DET>
+template <int BN, bool CAUSAL, bool DET, bool WINDOW = false>
 struct DenseSlots {
-  static constexpr bool kCausal = CAUSAL, kDeterministic = DET;
+  static constexpr bool kCausal = CAUSAL, kDeterministic = DET, kWindow = WINDOW;
+  static constexpr int kUnlimited = 1 << 28;  // a reach no row distance exceeds
   const AttnBwdParams& p;
-  int kb, r, b, m_first, tiles, n_slots, kv_valid;
+  int kb, r, b, m_start, tiles, n_slots, kv_valid;  // m_start: the first slot walked (the last when DET)
   __device__ __forceinline__ DenseSlots(const AttnBwdParams& p_, int kb_, int r_, int b_) : p(p_), kb(kb_), r(r_), b(b_) {
     if constexpr (CAUSAL && DET) {
       // Grid (H_kv * B, key blocks): (kb_, r_) are (blockIdx.x, blockIdx.y) = ((b, r), key block).
@@ -182,21 +186,43 @@ struct DenseSlots {
       r = kb_ % p.h_kv;
       b = kb_ / p.h_kv;
     }
-    m_first = CAUSAL ? kb * BN / 64 : 0;
-    tiles = p.n_q - m_first;  // >= 1: key block kb starts below S
+    // Rows that see a key of the block: [key0 - right reach, key0 + BN - 1 + left reach].
+    const int key0 = kb * BN;
+    const int lo_row = max(0, key0 - right_reach());
+    const int hi_row = min(p.s_q - 1, key0 + BN - 1 + left_reach());
+    const int m_first = lo_row / 64, m_last = hi_row / 64;  // m_first <= m_last: row key0 sees key key0
+    m_start = DET ? m_last : m_first;
+    tiles = m_last - m_first + 1;
     n_slots = p.group * tiles;
-    kv_valid = min(BN, p.s_kv - kb * BN);
+    kv_valid = min(BN, p.s_kv - key0);
+  }
+  // How far right of its row (key - row) and left (row - key) a visible key may lie.
+  __device__ __forceinline__ int right_reach() const {
+    if constexpr (WINDOW) {
+      if (CAUSAL) return 0;
+      return p.window_right >= 0 ? p.window_right : kUnlimited;
+    }
+    return CAUSAL ? 0 : kUnlimited;
+  }
+  __device__ __forceinline__ int left_reach() const {
+    if constexpr (WINDOW) return p.window_left >= 0 ? p.window_left : kUnlimited;
+    return kUnlimited;
   }
   __device__ __forceinline__ void slot_at(int g, int& h, int& m0) const {
     const int hg = g / tiles;
     h = r * p.group + hg;
     const int t = g - hg * tiles;
-    m0 = (DET ? p.n_q - 1 - t : m_first + t) * 64;
+    m0 = (DET ? m_start - t : m_start + t) * 64;
   }
   __device__ __forceinline__ int len(int) const { return kv_valid; }
-  // The slot's turn counter; this CTA's turn is kb (slot m0 is reached by key blocks 0 .. its last).
+  // The slot's turn counter, and this CTA's turn there: the key blocks that reach slot m0 are
+  // consecutive, from the one holding key m0 - left reach (0 without a left window) to the last.
   __device__ __forceinline__ int* sem(int h, int m0) const {
     return p.dq_sem + (static_cast<long long>(b) * p.h_q + h) * p.n_q + m0 / 64;
+  }
+  __device__ __forceinline__ int turn(int m0) const {
+    if constexpr (WINDOW) return p.window_left >= 0 ? kb - max(0, m0 - p.window_left) / BN : kb;
+    return kb;
   }
 };
 
@@ -445,7 +471,22 @@ __device__ __forceinline__ void attn_bwd_main_body(const AttnBwdParams& p, const
               *reinterpret_cast<unsigned*>(sdSt + off) = Mma::pack(dpt[mt][nt][0], dpt[mt][nt][1]);
               *reinterpret_cast<unsigned*>(sdSt + off + 8 * kPs) = Mma::pack(dpt[mt][nt][2], dpt[mt][nt][3]);
             }
-          if constexpr (Sched::kCausal) {
+          if constexpr (Sched::kWindow) {
+            // Windows: key key0 + n is visible from query row q + c (q the warp tile's first row) when
+            // -left reach <= n - c - (q - key0) <= right reach; warp tiles with a hidden pair zero those
+            // P^T and dS^T entries in shared memory, as the causal pass below.
+            const int diag = m0_of(s) + (c1 - s * kSlot) - key0;
+            const int right = sched.right_reach(), left = sched.left_reach();
+            if (n1 + 31 - diag > right || n1 - diag + left < kQW - 1) {
+              __syncwarp();
+              const int n = n1 + lane;
+              const int lo = min(kQW, max(0, n - diag - right)), hi = max(-1, min(kQW - 1, n - diag + left));
+              unsigned short* pr = reinterpret_cast<unsigned short*>(sPt + n * kPs + c1);
+              unsigned short* dr = reinterpret_cast<unsigned short*>(sdSt + n * kPs + c1);
+              for (int c = 0; c < kQW; ++c)
+                if (c < lo || c > hi) pr[c] = dr[c] = 0;
+            }
+          } else if constexpr (Sched::kCausal) {
             // Causal: key key0 + n is hidden from query row q + c (q the warp tile's first row) when
             // c < n - (q - key0). A warp tile crossing the diagonal zeroes those P^T and dS^T entries in
             // shared memory, after the fragments died: masking the fragments in registers spilled.
@@ -494,7 +535,7 @@ __device__ __forceinline__ void attn_bwd_main_body(const AttnBwdParams& p, const
 
       if constexpr (Sched::kDeterministic) {
         // This slot's dQ adds wait for the key blocks before this one (phase 2a ran meanwhile).
-        if (threadIdx.x == 0) attn_bwd_wait_turn(sched.sem(cur.h[0], cur.m0[0]), kb);
+        if (threadIdx.x == 0) attn_bwd_wait_turn(sched.sem(cur.h[0], cur.m0[0]), sched.turn(cur.m0[0]));
         __syncthreads();
       }
 

@@ -56,6 +56,8 @@ struct AttnBwdParams {
   int* cursor;       // bsa: [B * H_kv * N_kv] fill positions
   int* list;         // bsa: entries (head in group) * N_q + query block, grouped by (b, kv head, key block)
   int* dq_sem;       // deterministic gqa: [B, H, n_q] dQ slot turn counters (zeroed before the main kernel)
+  int window_left;   // gqa, windowed kernels: key j visible to row i needs j >= i - window_left (>= 0; -1: no limit)
+  int window_right;  //   ... and j <= i + window_right (>= 0; -1: no limit)
 };
 
 // Dynamic shared memory of the portable backward main kernel (BN keys, BM query rows per item, row

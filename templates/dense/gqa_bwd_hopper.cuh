@@ -7,11 +7,11 @@
 
 namespace attnjit::kernels {
 
-template <typename T, int D, bool CAUSAL, bool DET>
+template <typename T, int D, bool CAUSAL, bool DET, bool WINDOW = false>
 __global__ void __launch_bounds__(3 * 128, 1) gqa_bwd_hopper(const __grid_constant__ AttnBwdHopperParams hp) {
   static_assert(gqa_bwd_hopper_head_dim(D), "gqa_bwd_hopper: D is 64 or 128");
   constexpr int BN = gqa_bwd_hopper_block_n();
-  attn_bwd_hopper_body<T, D, BN>(hp, DenseSlots<BN, CAUSAL, DET>(hp.p, blockIdx.x, blockIdx.y, blockIdx.z));
+  attn_bwd_hopper_body<T, D, BN>(hp, DenseSlots<BN, CAUSAL, DET, WINDOW>(hp.p, blockIdx.x, blockIdx.y, blockIdx.z));
 }
 
 }  // namespace attnjit::kernels

@@ -159,6 +159,8 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       // diagonal only).
       const int diag = m0 - key0;
       const bool causal_edge = Sched::kCausal && BS - 1 > diag;
+      // Windows: key k visible from row c (slot-relative) when -left reach <= k - c - diag <= right reach.
+      const int right = sched.right_reach(), left = sched.left_reach();
       mbar_wait(full(s), (g / S) & 1);
       issue_kt(sc, aK, s, 0, NWG == 2);  // (one group for both at block size 64: see below)
       issue_kt(dp, aV, s, 1, true);
@@ -174,7 +176,10 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
         for (int e = 0; e < 4; ++e) {
           float pv = fast_exp2(fmaf(sc[nt * 4 + e], p.scale_log2, -((e & 1) ? l2.y : l2.x)));
           if (krow + (e >> 1) * 8 >= len) pv = 0.f;
-          if constexpr (Sched::kCausal) {
+          if constexpr (Sched::kWindow) {
+            const int dist = krow + (e >> 1) * 8 - (nt * 8 + 2 * t4 + (e & 1)) - diag;
+            if (dist > right || -dist > left) pv = 0.f;
+          } else if constexpr (Sched::kCausal) {
             if (causal_edge && krow + (e >> 1) * 8 - (nt * 8 + 2 * t4 + (e & 1)) > diag) pv = 0.f;
           }
           sc[nt * 4 + e] = pv;
@@ -277,7 +282,7 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
         if (threadIdx.x == 0) {
           if constexpr (Sched::kDeterministic) {
             // This slot's dQ adds wait for the key blocks before this one, in key-block order.
-            attn_bwd_wait_turn(sched.sem(h, m0), kb);
+            attn_bwd_wait_turn(sched.sem(h, m0), sched.turn(m0));
             fence_proxy_async_global();
           }
           const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);

@@ -23,7 +23,10 @@ Writes:
                                       floor for tensors that cancel, e.g. dq, dk at S = 1). o and lse
                                       are the forward's: each case's "setup" runs gqa_fwd (the CPU reference
                                       on the host tensors: o rounded to the input dtype, lse fp32).
-  tests/cases/gpu/gqa_bwd_small.json  ~20 small cases (every code path) for compute-sanitizer.
+                                      Then 48 cases with gqa_fwd's sliding windows (beyond the contract:
+                                      left windows 0 to 300 keys, with causal or, without it, with right
+                                      windows), drawn from their own generator.
+  tests/cases/gpu/gqa_bwd_small.json  ~28 small cases (every code path, windows included) for compute-sanitizer.
 
 Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]
 """
@@ -73,7 +76,11 @@ def build_errors():
     err("param/sm-scale-string-nan", {"sm_scale": "nan"}, base(), "param", "sm_scale: expected a number")
     err("param/is-causal-not-bool", {"is_causal": 1}, base(), "param", "is_causal: expected a boolean")
     err("param/unknown-key-causal", {"causal": True}, base(), "param", "causal: expected one of")
-    err("param/unknown-key-window", {"window_size_left": 4}, base(), "param", "window_size_left: expected one of")
+    err("param/window-left-below-minus-one", {"window_size_left": -2}, base(), "param",
+        "window_size_left: expected an integer >= -1, got -2")
+    err("param/window-right-fractional", {"window_size_right": 1.5}, base(), "param",
+        "window_size_right: expected an integer >= -1, got 1.5")
+    err("param/deterministic-not-bool", {"deterministic": 1}, base(), "param", "deterministic: expected a boolean")
     err("param/unknown-key-softcap", {"softcap": 20.0}, base(), "param", "softcap: expected one of")
     err("param/unknown-impl", {"impl": "fast"}, base(), "param", "impl: expected")
 
@@ -146,7 +153,8 @@ def build_errors():
     return e.cases
 
 
-def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, scale=None, padded=False, rng=None):
+def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, scale=None, padded=False, rng=None,
+               wl=-1, wr=-1):
     qs, ks = [B, S, H, D], [B, S, H_kv, D]
     tensors = {}
     for n, shp in (("q", qs), ("k", ks), ("v", ks), ("do", qs)):
@@ -162,6 +170,10 @@ def build_case(name, seed, *, dtype, B, S, H, H_kv, D, causal, backend, det, sca
     if scale is not None:
         config["sm_scale"] = scale
         fwd_config["sm_scale"] = scale
+    for key, w in (("window_size_left", wl), ("window_size_right", wr)):
+        if w >= 0:
+            config[key] = w
+            fwd_config[key] = w
     if det:
         config["deterministic"] = True
     return {"name": name, "op": OP, "config": config, "seed": seed, "tensors": tensors,
@@ -208,10 +220,22 @@ def case_name(prefix, i, d):
         parts.append("scale")
     if d["padded"]:
         parts.append("padded")
+    if d.get("wl", -1) >= 0 or d.get("wr", -1) >= 0:
+        parts.append(f"wl{d.get('wl', -1)}-wr{d.get('wr', -1)}")
     return "-".join(parts)
 
 
-def build_set(prefix, count, seed, small):
+def draw_window(rng, d, small):
+    """gqa_fwd's sliding window (beyond the contract): a left window (some narrower than a 64-row slot,
+    some past a 128-key block), and without causal a right window too."""
+    d["wl"] = rng.choice([0, 1, 5, 17, 63, 64, 100, 300, -1] if not small else [0, 3, 40, -1])
+    d["wr"] = -1 if d["causal"] else rng.choice([-1, 0, 3, 64, 200] if not small else [-1, 0, 9])
+    if d["wl"] < 0 and d["wr"] < 0:
+        d["wl"] = 2
+    return d
+
+
+def build_set(prefix, count, seed, small, window_count=0):
     rng = random.Random(seed)
     out = []
     # Fixed corners first: every (backend, D) with S = 1 and a ragged S, causal and deterministic.
@@ -238,13 +262,21 @@ def build_set(prefix, count, seed, small):
             continue
         out.append(build_case(case_name(prefix, i, d), seed + i, rng=rng, **d))
         i += 1
+    # Windowed cases after the rest (their own draws, so the cases above stay what they were).
+    wrng = random.Random(seed + 7)
+    while len(out) < count + window_count:
+        d = draw_window(wrng, draw(wrng, small), small)
+        if cost(d) > (2e7 if small else MAX_CASE_COST):
+            continue
+        out.append(build_case(case_name(prefix, i, d), seed + i, rng=wrng, **d))
+        i += 1
     return out
 
 
 def main():
     args = case_args(__doc__, count=216).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_grid.json"), build_set("gqa-bwd-grid", args.count, 90000, False))
-    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_small.json"), build_set("gqa-bwd-small", 22, 91000, True))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_grid.json"), build_set("gqa-bwd-grid", args.count, 90000, False, 48))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_small.json"), build_set("gqa-bwd-small", 22, 91000, True, 6))
     cases = build_errors()
     write_cases(os.path.join(args.out_dir, "gqa_bwd_errors.json"), cases)
     return 0

@@ -48,6 +48,12 @@ GqaBwdConfig parse_gqa_bwd_config(const detail::ConfigReader& r) {
   GqaBwdConfig c;
   c.is_causal = r.get_bool("is_causal", true);
   c.deterministic = r.get_bool("deterministic", false);
+  for (auto [key, field] : {std::pair{"window_size_left", &c.window_left}, std::pair{"window_size_right", &c.window_right}}) {
+    const double w = r.get_number(key, -1);
+    if (w != std::floor(w) || w < -1 || w > 2147483647.0)
+      throw InvalidArgument(fmt::format("{}: param: {}: expected an integer >= -1, got {}", kOp, key, w));
+    *field = static_cast<int64_t>(w);
+  }
   if (r.has("sm_scale")) {
     const double s = r.get_number("sm_scale", 0);
     if (!std::isfinite(s) || s <= 0)
@@ -58,7 +64,8 @@ GqaBwdConfig parse_gqa_bwd_config(const detail::ConfigReader& r) {
 }
 
 const std::vector<std::string>& gqa_bwd_config_keys() {
-  static const std::vector<std::string> keys = {"is_causal", "sm_scale", "deterministic"};
+  static const std::vector<std::string> keys = {"is_causal", "sm_scale", "deterministic", "window_size_left",
+                                                  "window_size_right"};
   return keys;
 }
 
@@ -180,7 +187,8 @@ jit::KernelSpec spec_of(const std::string& file, const std::string& entry,
   return s;
 }
 
-BwdKernels kernel_specs(DType dt, int64_t D, bool causal, bool det, const std::string& arch, bool hopper) {
+BwdKernels kernel_specs(DType dt, int64_t D, bool causal, bool det, const std::string& arch, bool hopper,
+                        bool window = false) {
   const std::string t(device_type_name(dt)), dn(dtype_name(dt));
   const std::string backend = hopper ? "hopper" : "portable";
   auto fields = [&](const char* what, const std::string& be) {
@@ -195,14 +203,16 @@ BwdKernels kernel_specs(DType dt, int64_t D, bool causal, bool det, const std::s
   auto main_fields = fields("main", backend);
   main_fields.push_back({"causal", causal ? "1" : "0"});
   main_fields.push_back({"deterministic", det ? "1" : "0"});
-  const std::string suffix = fmt::format("{}{}", causal ? ".causal" : "", det ? ".det" : "");
+  if (window) main_fields.push_back({"window", "1"});
+  const std::string suffix = fmt::format("{}{}{}", causal ? ".causal" : "", window ? ".window" : "", det ? ".det" : "");
+  // The window flag is the templates' last parameter (default false), named only when set.
+  const std::string targs = fmt::format("{}, {}, {}, {}{}", t, D, causal, det, window ? ", true" : "");
   if (hopper)
-    k.main = spec_of("dense/gqa_bwd_hopper.cuh",
-                     fmt::format("attnjit::kernels::gqa_bwd_hopper<{}, {}, {}, {}>", t, D, causal, det), main_fields,
+    k.main = spec_of("dense/gqa_bwd_hopper.cuh", fmt::format("attnjit::kernels::gqa_bwd_hopper<{}>", targs), main_fields,
                      fmt::format("{}.hopper.{}.d{}{}", kOp, dn, D, suffix), arch);
   else
-    k.main = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_main<{}, {}, {}, {}>", t, D, causal, det),
-                     main_fields, fmt::format("{}.portable.{}.d{}{}", kOp, dn, D, suffix), arch);
+    k.main = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_main<{}>", targs), main_fields,
+                     fmt::format("{}.portable.{}.d{}{}", kOp, dn, D, suffix), arch);
   return k;
 }
 
@@ -365,6 +375,9 @@ class KernelPlan final : public detail::PlanImpl {
     p.delta = reinterpret_cast<float*>(ws + w.delta);
     p.dq_acc = reinterpret_cast<float*>(ws + w.dq_acc);
     p.dq_sem = cfg_.deterministic ? reinterpret_cast<int*>(ws + w.sem) : nullptr;
+    // Windows wider than the sequence are no limit (and keep the kernels' row arithmetic in int).
+    p.window_left = cfg_.window_left >= c.S ? -1 : static_cast<int>(cfg_.window_left);
+    p.window_right = cfg_.window_right >= c.S ? -1 : static_cast<int>(cfg_.window_right);
     return p;
   }
 
@@ -386,7 +399,7 @@ class GqaBwdOp final : public detail::OpInstance {
     const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
     const bool hopper = use_hopper(backend_, c, arch);
     if (!hopper) require_portable_arch(kOp, arch);
-    const BwdKernels k = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper);
+    const BwdKernels k = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
     return {k.prep, k.main, k.dq};
   }
 
@@ -408,7 +421,7 @@ class GqaBwdOp final : public detail::OpInstance {
     const std::string arch = ctx_.arch_for_device(c.device.index);
     const bool hopper = use_hopper(backend_, c, arch);
     if (!hopper) require_portable_arch(kOp, arch);
-    const BwdKernels specs = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper);
+    const BwdKernels specs = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
     const int dev = c.device.index;
     KernelPlan::Loaded k;
     k.prep = ctx_.kernels().loaded(specs.prep, dev);

@@ -16,6 +16,11 @@ struct GqaBwdConfig {
   bool is_causal = true;           // square: key j is visible to query i iff j <= i
   std::optional<double> sm_scale;  // unset: 1/sqrt(D) per call
   bool deterministic = false;      // kernels: dQ added in a fixed order, so repeated calls return identical bytes
+  // gqa_fwd's sliding window (beyond the contract): key j visible to query i also needs
+  // j >= i - window_left (window_left >= 0) and j <= i + window_right (window_right >= 0); -1 = unlimited.
+  int64_t window_left = -1, window_right = -1;
+  // Whether the window hides any key the causal flag alone would show.
+  bool windowed() const { return window_left >= 0 || (window_right >= 0 && !is_causal); }
 };
 
 // A validated call: q, o, do, dq [B, S, H, D]; k, v, dk, dv [B, S, H_kv, D]; lse [B, H, S] fp32.

@@ -47,10 +47,13 @@ void backward(const GqaBwdConfig& cfg, const GqaBwdCall& call) {
           load_row(*call.o, b, i, h, o.data());
           load_row(*call.dout, b, i, h, dout.data());
           const double l = math::load(lse, b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]);
-          const int64_t last = cfg.is_causal ? i : S - 1;  // visible keys: [0, last]
+          // Visible keys: [first, last].
+          int64_t last = cfg.is_causal ? i : S - 1;
+          if (cfg.window_right >= 0) last = std::min(last, i + cfg.window_right);
+          const int64_t first = cfg.window_left >= 0 ? std::max<int64_t>(0, i - cfg.window_left) : 0;
           std::fill(dq.begin(), dq.end(), 0.0);
           math::backward_row<kAbs>(q.data(), o.data(), dout.data(), l, call.scale, D, dq.data(), [&](auto&& visit) {
-            for (int64_t j = 0; j <= last; ++j) visit(&K[j * D], &V[j * D], &dK[j * D], &dV[j * D]);
+            for (int64_t j = first; j <= last; ++j) visit(&K[j * D], &V[j * D], &dK[j * D], &dV[j * D]);
           });
           store_row(*call.dq, b, i, h, dq.data());
         }
