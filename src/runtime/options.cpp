@@ -9,44 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "attnjit/runtime.hpp"
+#include "base/env.hpp"
 #include "ops/base/tuning.hpp"
 
 namespace attnjit {
 
 namespace {
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
-}
-
-bool parse_bool(const char* name, const char* v) {
-  std::string s(v);
-  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
-  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
-  throw InvalidArgument(fmt::format("environment: {}: expected 0/1/true/false, got '{}'", name, s));
-}
-
-std::uint64_t parse_bytes(const char* name, const char* v) {
-  // Accepts a plain non-negative integer or one with a K/M/G suffix (powers of 1024).
-  auto bad = [&] {
-    return InvalidArgument(
-        fmt::format("environment: {}: expected a byte count such as 4294967296 or 4G, got '{}'", name, v));
-  };
-  if (!(*v >= '0' && *v <= '9')) throw bad();
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (errno == ERANGE) throw bad();
-  std::string suffix(end ? end : "");
-  std::uint64_t mul = 1;
-  if (suffix == "K" || suffix == "KiB") mul = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
-  else if (!suffix.empty()) throw bad();
-  if (n > UINT64_MAX / mul) throw bad();
-  return n * mul;
-}
 
 // The levels spdlog knows by these names; anything else (WARN, verbose) would silently turn logging off.
 std::string checked_log_level(std::string_view where, const std::string& v) {
@@ -56,30 +24,21 @@ std::string checked_log_level(std::string_view where, const std::string& v) {
       fmt::format("{}: expected one of trace, debug, info, warn, error, critical, off, got '{}'", where, v));
 }
 
-int parse_nonneg_int(const char* name, const char* v) {
-  errno = 0;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (errno == ERANGE || end == v || *end != '\0' || n < 0 || n > 86400000)
-    throw InvalidArgument(fmt::format("environment: {}: expected an integer in [0, 86400000], got '{}'", name, v));
-  return static_cast<int>(n);
-}
-
 }  // namespace
 
 RuntimeOptions RuntimeOptions::from_env() {
   RuntimeOptions o;
-  if (auto v = env("ATTNJIT_CACHE_DIR")) o.cache_dir = v;
-  if (auto v = env("ATTNJIT_CACHE_READONLY")) o.cache_read_only = parse_bool("ATTNJIT_CACHE_READONLY", v);
-  if (auto v = env("ATTNJIT_CACHE_DISABLE")) o.cache_disabled = parse_bool("ATTNJIT_CACHE_DISABLE", v);
-  if (auto v = env("ATTNJIT_CACHE_MAX_BYTES")) o.cache_max_bytes = parse_bytes("ATTNJIT_CACHE_MAX_BYTES", v);
-  if (auto v = env("ATTNJIT_LOCK_DIR")) o.lock_dir = v;
-  if (auto v = env("ATTNJIT_LOCK_TIMEOUT_MS")) o.lock_timeout_ms = parse_nonneg_int("ATTNJIT_LOCK_TIMEOUT_MS", v);
-  if (auto v = env("ATTNJIT_NO_JIT")) o.no_jit = parse_bool("ATTNJIT_NO_JIT", v);
-  if (auto v = env("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
-  if (auto v = env("ATTNJIT_LINEINFO")) o.lineinfo = parse_bool("ATTNJIT_LINEINFO", v);
-  if (auto v = env("ATTNJIT_LOG_LEVEL")) o.log_level = checked_log_level("environment: ATTNJIT_LOG_LEVEL", v);
-  if (auto v = env("ATTNJIT_ARCH")) o.arch = v;
+  if (auto v = env::get("ATTNJIT_CACHE_DIR")) o.cache_dir = v;
+  if (auto v = env::get("ATTNJIT_CACHE_READONLY")) o.cache_read_only = env::parse_bool("ATTNJIT_CACHE_READONLY", v);
+  if (auto v = env::get("ATTNJIT_CACHE_DISABLE")) o.cache_disabled = env::parse_bool("ATTNJIT_CACHE_DISABLE", v);
+  if (auto v = env::get("ATTNJIT_CACHE_MAX_BYTES")) o.cache_max_bytes = env::parse_bytes("ATTNJIT_CACHE_MAX_BYTES", v);
+  if (auto v = env::get("ATTNJIT_LOCK_DIR")) o.lock_dir = v;
+  if (auto v = env::get("ATTNJIT_LOCK_TIMEOUT_MS")) o.lock_timeout_ms = env::parse_nonneg_int("ATTNJIT_LOCK_TIMEOUT_MS", v);
+  if (auto v = env::get("ATTNJIT_NO_JIT")) o.no_jit = env::parse_bool("ATTNJIT_NO_JIT", v);
+  if (auto v = env::get("ATTNJIT_DUMP_SOURCES")) o.dump_sources_dir = v;
+  if (auto v = env::get("ATTNJIT_LINEINFO")) o.lineinfo = env::parse_bool("ATTNJIT_LINEINFO", v);
+  if (auto v = env::get("ATTNJIT_LOG_LEVEL")) o.log_level = checked_log_level("environment: ATTNJIT_LOG_LEVEL", v);
+  if (auto v = env::get("ATTNJIT_ARCH")) o.arch = v;
   return o;
 }
 
@@ -135,8 +94,8 @@ RuntimeOptions RuntimeOptions::from_json(std::string_view text, RuntimeOptions o
 std::string RuntimeOptions::resolved_cache_dir() const {
   if (!cache_dir.empty()) return cache_dir;
   if (std::string(ATTNJIT_DEFAULT_CACHE_DIR).size()) return ATTNJIT_DEFAULT_CACHE_DIR;
-  if (auto v = env("XDG_CACHE_HOME")) return (std::filesystem::path(v) / "attnjit").string();
-  if (auto v = env("HOME")) return (std::filesystem::path(v) / ".cache" / "attnjit").string();
+  if (auto v = env::get("XDG_CACHE_HOME")) return (std::filesystem::path(v) / "attnjit").string();
+  if (auto v = env::get("HOME")) return (std::filesystem::path(v) / ".cache" / "attnjit").string();
   return (std::filesystem::temp_directory_path() / "attnjit-cache").string();
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CLI's conventions (README, "The CLI"): --version; usage errors exit 2 naming the problem;
 # --cache-dir on every subcommand; --op a,b; --arch validated and a list accepted; --max-bytes with
-# byte suffixes; a test --filter that selects nothing fails.
+# byte suffixes; a test --filter that selects nothing fails; --json on info, cache ls and test, and
+# JUnit XML from test.
 # Usage: conventions.sh ATTNJIT_BIN WORK_DIR CASES_DIR
 set -u
 bin=$1
@@ -48,5 +49,16 @@ check filter-none 1 "selects none of" -- "$bin" test --no-gpu --cache-dir "$work
   "$cases/paged_kv_write_errors.json"
 check filter-some 0 "0 failed" -- "$bin" test --no-gpu --cache-dir "$work/c2" --filter pkw-error/ \
   "$cases/paged_kv_write_errors.json"
+# --json on info, cache ls and test (valid JSON holding the facts), JUnit XML from test.
+check info-json 0 '"default_arch"' -- "$bin" info --json --cache-dir "$work/c2"
+"$bin" info --json --cache-dir "$work/c2" >"$work/info.json" 2>/dev/null
+check info-json-parses 0 "gqa_bwd" -- python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["default_arch"].startswith("sm_"); print(j["ops"])' "$work/info.json"
+"$bin" cache ls --json --cache-dir "$work/c2" >"$work/ls.json" 2>/dev/null
+check cache-ls-json 0 "entries" -- python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("entries", len(j["entries"]), j["total_bytes"])' "$work/ls.json"
+check info-op-json 0 '"window_size_left"' -- "$bin" info --op gqa_bwd --json
+check test-json-junit 0 "0 failed" -- "$bin" test --no-gpu --cache-dir "$work/c2" --filter pkw-error/dtype \
+  --json "$work/t.json" --junit "$work/t.xml" "$cases/paged_kv_write_errors.json"
+check test-json-parses 0 "pass" -- python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["failed"] == 0 and j["passed"] == len(j["cases"]) > 0; print(j["cases"][0]["verdict"])' "$work/t.json"
+check test-junit-parses 0 "testcase" -- python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == "testsuite" and int(r.get("tests")) == len(r) > 0 and r.get("failures") == "0"; print(r[0].tag)' "$work/t.xml"
 echo "conventions: $fails failed"
 [ "$fails" = 0 ]

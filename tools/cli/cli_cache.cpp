@@ -37,11 +37,29 @@ std::string age(std::filesystem::file_time_type t) {
   return fmt::format("{} d ago", secs / 86400);
 }
 
-int cache_ls() {
+std::int64_t age_seconds(std::filesystem::file_time_type t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::filesystem::file_time_type::clock::now() - t).count();
+}
+
+int cache_ls(bool json) {
   Runtime rt;
   auto& disk = disk_of(rt);
   auto entries = disk.list(false);
   std::uint64_t total = 0;
+  if (json) {
+    nlohmann::json j = {{"dir", disk.dir().string()}, {"entries", nlohmann::json::array()}};
+    for (const auto& e : entries) {
+      j["entries"].push_back({{"kernel", e.describe.empty() ? nullptr : nlohmann::json(e.describe)},
+                              {"key", e.key},
+                              {"bytes", e.bytes},
+                              {"last_used_seconds_ago", age_seconds(e.last_used)}});
+      total += e.bytes;
+    }
+    j["total_bytes"] = total;
+    j["stale_directories"] = disk.count_stale();
+    fmt::print("{}\n", j.dump(1));
+    return 0;
+  }
   fmt::print("{:<64}  {:<16}  {:>10}  {}\n", "kernel", "key", "size", "last used");
   for (const auto& e : entries) {
     fmt::print("{:<64}  {:<16}  {:>10}  {}\n", e.describe.empty() ? "(no manifest)" : e.describe, e.key.substr(0, 16),
@@ -99,6 +117,49 @@ int cache_clear() {
   return 0;
 }
 
+// `info --json`: the same facts as info(), as one JSON object.
+int info_json() {
+  Runtime rt;
+  const auto& o = rt.options();
+  nlohmann::json j = {{"version", version()},
+                      {"nvrtc", jit::NvrtcCompiler::version()},
+                      {"templates_sha256", std::string(jit::embedded_templates_sha256())},
+                      {"templates", jit::embedded_templates().size()}};
+  const auto& drv = jit::CudaDriver::get();
+  j["driver"] = nlohmann::json::object();
+  j["devices"] = nlohmann::json::array();
+  if (!drv.available()) {
+    j["driver"] = {{"available", false}, {"reason", drv.unavailable_reason()}};
+  } else {
+    j["driver"] = {{"available", true}, {"version", drv.driver_version()}};
+    for (int i = 0; i < drv.device_count(); ++i) {
+      CUdevice dev{};
+      drv.check(drv.cuDeviceGet(&dev, i), "cuDeviceGet");
+      char name[256] = {};
+      drv.cuDeviceGetName(name, sizeof name, dev);
+      size_t mem = 0;
+      drv.cuDeviceTotalMem(&mem, dev);
+      int sms = 0;
+      drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+      j["devices"].push_back({{"index", i}, {"name", name}, {"arch", drv.device_arch(i)}, {"sms", sms}, {"bytes", mem}});
+    }
+  }
+  j["default_arch"] = rt.impl().default_arch();
+  if (auto* disk = rt.impl().kernels().disk()) {
+    auto entries = disk->list(false);
+    std::uint64_t total = 0;
+    for (const auto& e : entries) total += e.bytes;
+    j["cache"] = {{"dir", disk->dir().string()}, {"writable", disk->writable()}, {"no_jit", o.no_jit},
+                  {"entries", entries.size()}, {"bytes", total}, {"max_bytes", o.cache_max_bytes},
+                  {"stale_directories", disk->count_stale()}};
+  } else {
+    j["cache"] = nullptr;
+  }
+  j["ops"] = Runtime::op_names();
+  fmt::print("{}\n", j.dump(1));
+  return 0;
+}
+
 int info() {
   Runtime rt;
   const auto& o = rt.options();
@@ -153,7 +214,10 @@ void with_rc(CLI::App* cmd, std::function<int()> f) {
 void add_cache_command(CLI::App& app) {
   auto* cache = app.add_subcommand("cache", "Inspect and maintain the cubin cache");
   cache->require_subcommand(1);
-  with_rc(cache->add_subcommand("ls", "List cached kernels"), cache_ls);
+  auto ls_json = std::make_shared<bool>(false);
+  auto* ls = cache->add_subcommand("ls", "List cached kernels");
+  ls->add_flag("--json", *ls_json, "Print the list as JSON");
+  with_rc(ls, [ls_json] { return cache_ls(*ls_json); });
   auto fix = std::make_shared<bool>(false);
   auto* verify = cache->add_subcommand("verify", "Check every entry's manifest and cubin checksum");
   verify->add_flag("--fix", *fix, "Remove bad entries");
@@ -168,7 +232,7 @@ void add_cache_command(CLI::App& app) {
 }
 
 // `info --op NAME`: the op's tensors and parameters, from the C ABI's argument table.
-int op_info(const std::string& name) {
+int op_info(const std::string& name, bool json) {
   char* text = nullptr;
   if (attnjit_op_info(name.c_str(), &text) != ATTNJIT_OK) {
     fmt::print(stderr, "error: {}\n", attnjit_last_error());
@@ -176,6 +240,10 @@ int op_info(const std::string& name) {
   }
   const auto j = nlohmann::json::parse(text);
   attnjit_free_string(text);
+  if (json) {
+    fmt::print("{}\n", j.dump(1));
+    return 0;
+  }
   fmt::print("{} (SPEC.md section {})\ntensors:\n", name, j["spec"].get<std::string>());
   for (const auto& t : j["tensors"]) {
     std::string dtypes;
@@ -198,9 +266,11 @@ int op_info(const std::string& name) {
 void add_info_command(CLI::App& app) {
   auto op = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("info", "Versions, NVRTC, driver, devices, cache location and size");
+  auto json = std::make_shared<bool>(false);
   cmd->add_option("--op", *op, "Print this op's tensors and parameters instead");
+  cmd->add_flag("--json", *json, "Print as JSON (with --op: the op's argument table as the C ABI gives it)");
   add_cache_dir_option(cmd);
-  with_rc(cmd, [op] { return op->empty() ? info() : op_info(*op); });
+  with_rc(cmd, [op, json] { return op->empty() ? (*json ? info_json() : info()) : op_info(*op, *json); });
 }
 
 }  // namespace attnjit::cli

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <algorithm>
@@ -39,7 +40,26 @@ struct TestArgs {
   bool no_gpu = false;
   bool verbose = false;
   int jobs = 0;
+  std::string json_out;   // --json FILE: every case's verdict and detail, and the totals
+  std::string junit_out;  // --junit FILE: JUnit XML for CI dashboards
 };
+
+// Characters XML text and attributes cannot hold as they are.
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') out += ' ';
+        else out += ch;
+    }
+  }
+  return out;
+}
 
 // The public API takes a Config; the cases hold nlohmann JSON.
 Config as_config(const nlohmann::json& j) { return Config::parse(j.dump()); }
@@ -397,14 +417,22 @@ int run_tests(const TestArgs& a) {
   }
   const int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   precompile(rt, cases, gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch(), jobs);
+  struct Record {
+    std::string name, verdict, detail;
+    double seconds;
+  };
+  std::vector<Record> records;
   {
     for (const auto& c : cases) {
       Outcome o;
+      const auto c0 = std::chrono::steady_clock::now();
       try {
         o = c.expect_error ? run_error_case(rt, c, gpu) : run_compare_case(rt, c, gpu);
       } catch (const std::exception& e) {
         o = {Verdict::kFail, fmt::format("unexpected error: {}", e.what())};
       }
+      records.push_back({c.name, o.verdict == Verdict::kPass ? "pass" : o.verdict == Verdict::kFail ? "fail" : "skip",
+                         o.detail, std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count()});
       if (o.worst_rel > worst) {
         worst = o.worst_rel;
         worst_case = c.name;
@@ -430,6 +458,35 @@ int run_tests(const TestArgs& a) {
   fmt::print("time: {:.1f} s\n", secs);
   if (skipped) fmt::print("{} passed, {} failed, {} skipped\n", passed, failed, skipped);
   else fmt::print("{} passed, {} failed\n", passed, failed);
+  // Files that did not load count as failures without a case record: they are named in the totals.
+  const int file_failures = failed - static_cast<int>(std::count_if(records.begin(), records.end(),
+                                                                   [](const Record& r) { return r.verdict == "fail"; }));
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"gpu", gpu}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
+                        {"files_not_loaded", file_failures}, {"seconds", secs}, {"cases", nlohmann::json::array()}};
+    if (!worst_case.empty()) j["worst"] = {{"rel_l2", worst}, {"case", worst_case}};
+    for (const auto& r : records)
+      j["cases"].push_back({{"name", r.name}, {"verdict", r.verdict}, {"detail", r.detail}, {"seconds", r.seconds}});
+    std::ofstream(a.json_out) << j.dump(1) << "\n";
+  }
+  if (!a.junit_out.empty()) {
+    std::ofstream x(a.junit_out);
+    x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << fmt::format("<testsuite name=\"attnjit test\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                     records.size() + file_failures, failed, skipped, secs);
+    for (const auto& r : records) {
+      x << fmt::format("  <testcase name=\"{}\" time=\"{:.3f}\"", xml_escape(r.name), r.seconds);
+      if (r.verdict == "pass") {
+        x << "/>\n";
+      } else {
+        x << fmt::format(">\n    <{} message=\"{}\"/>\n  </testcase>\n", r.verdict == "fail" ? "failure" : "skipped",
+                         xml_escape(r.detail));
+      }
+    }
+    for (int i = 0; i < file_failures; ++i)
+      x << "  <testcase name=\"(a case file that did not load)\"><failure message=\"see the output\"/></testcase>\n";
+    x << "</testsuite>\n";
+  }
   return failed ? 1 : 0;
 }
 
@@ -440,6 +497,8 @@ void add_test_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("test", "Run JSON test cases (kernel vs CPU reference on a GPU; compile + golden without)");
   cmd->add_option("files", args->files, "JSON test case files")->required();
   cmd->add_option("--filter", args->filter, "Only cases whose name contains this (selecting none is an error)");
+  cmd->add_option("--json", args->json_out, "Also write every case's verdict and the totals as JSON to this file");
+  cmd->add_option("--junit", args->junit_out, "Also write JUnit XML to this file");
   add_cache_dir_option(cmd);
   cmd->add_flag("--no-gpu", args->no_gpu, "Do not use a GPU even if one is present");
   cmd->add_flag("-v,--verbose", args->verbose, "Print passing cases too");

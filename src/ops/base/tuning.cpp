@@ -7,43 +7,20 @@
 #include <cstdlib>
 
 #include "attnjit/error.hpp"
+#include "base/env.hpp"
 #include "base/logging.hpp"
 
 namespace attnjit::ops {
-namespace {
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
-}
-
-bool parse_bool(const char* name, const char* v) {
-  std::string s(v);
-  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
-  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
-  throw InvalidArgument(fmt::format("environment: {}: expected 0/1/true/false, got '{}'", name, s));
-}
-
-int parse_splits(const char* name, const char* v) {
-  errno = 0;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (errno == ERANGE || end == v || *end != '\0' || n < 0 || n > 86400000)
-    throw InvalidArgument(fmt::format("environment: {}: expected an integer in [0, 86400000], got '{}'", name, v));
-  return static_cast<int>(n);
-}
-
-}  // namespace
 
 Tuning Tuning::from_env() {
   // A script that sets a name without TUNE_ would otherwise measure the planner's default unawares.
   for (const char* old : {"ATTNJIT_GQA_TILE", "ATTNJIT_DECODE_TILE", "ATTNJIT_DECODE_SPLITS", "ATTNJIT_LI_FORCE_SLAB"})
-    if (env(old)) logger().warn("{} is no longer read; set ATTNJIT_TUNE_{} instead", old, old + 8);
+    if (env::get(old)) logger().warn("{} is no longer read; set ATTNJIT_TUNE_{} instead", old, old + 8);
   Tuning t;
-  if (auto v = env("ATTNJIT_TUNE_GQA_TILE")) t.gqa_tile = v;
-  if (auto v = env("ATTNJIT_TUNE_DECODE_TILE")) t.decode_tile = v;
-  if (auto v = env("ATTNJIT_TUNE_DECODE_SPLITS")) t.decode_splits = parse_splits("ATTNJIT_TUNE_DECODE_SPLITS", v);
-  if (auto v = env("ATTNJIT_TUNE_LI_FORCE_SLAB")) t.li_force_slab = parse_bool("ATTNJIT_TUNE_LI_FORCE_SLAB", v);
+  if (auto v = env::get("ATTNJIT_TUNE_GQA_TILE")) t.gqa_tile = v;
+  if (auto v = env::get("ATTNJIT_TUNE_DECODE_TILE")) t.decode_tile = v;
+  if (auto v = env::get("ATTNJIT_TUNE_DECODE_SPLITS")) t.decode_splits = env::parse_nonneg_int("ATTNJIT_TUNE_DECODE_SPLITS", v);
+  if (auto v = env::get("ATTNJIT_TUNE_LI_FORCE_SLAB")) t.li_force_slab = env::parse_bool("ATTNJIT_TUNE_LI_FORCE_SLAB", v);
   return t;
 }
 
