@@ -206,16 +206,21 @@ TEST_CASE("c abi hardening: JSON nested 100,000 deep or larger than the limit") 
   attnjit::Runtime cpp(test::options_in(r.dir));
   nlohmann::json v = nlohmann::json::array();
   for (int i = 0; i < 100000; ++i) v = nlohmann::json::array({std::move(v)});
+  // NOTE: the value moves into the config (copying it would recurse 100,000 deep: fine on an 8 MB
+  // stack, a stack overflow under AddressSanitizer's larger frames).
+  nlohmann::json cfg = {{"impl", "reference"}};
+  cfg["x"] = std::move(v);
   try {
-    cpp.impl().op("gqa_fwd", nlohmann::json{{"impl", "reference"}, {"x", v}});
+    cpp.impl().op("gqa_fwd", cfg);
     FAIL("accepted");
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(test::starts_with(e.what(), "gqa_fwd: param: config: expected JSON nested at most 64 deep"));
   }
   // NOTE: nlohmann's destructor of a deep value is iterative; unwind it explicitly anyway.
-  while (v.is_array() && !v.empty()) {
-    nlohmann::json inner = std::move(v[0]);
-    v = std::move(inner);
+  nlohmann::json x = std::move(cfg["x"]);
+  while (x.is_array() && !x.empty()) {
+    nlohmann::json inner = std::move(x[0]);
+    x = std::move(inner);
   }
 }
 
