@@ -14,7 +14,7 @@ namespace attnjit::cli {
 void add_cache_dir_option(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
       "--cache-dir", [](const std::string& dir) { ::setenv("ATTNJIT_CACHE_DIR", dir.c_str(), 1); },
-      "Cubin cache folder for this run (default: ATTNJIT_CACHE_DIR, else ~/.cache/attnjit)");
+      "Cubin cache folder for this command (default: ATTNJIT_CACHE_DIR, else ~/.cache/attnjit)");
 }
 
 std::vector<std::string> parse_arch_list(const std::string& text) {

@@ -1,8 +1,7 @@
 // Host side of the shared attention backward (templates/common/attention_bwd.cuh and
 // templates/hopper/attention_bwd.cuh), used by bsa_bwd and gqa_bwd: the fp32 dq accumulator's TMA map,
-// the launch of one backward kernel, and the workspace sections every backward reserves.
+// the tensor parameters, and the launch of one backward kernel.
 #pragma once
-#include <cstddef>
 #include <cstdint>
 
 #include "attnjit/tensor.hpp"
@@ -59,19 +58,5 @@ void fill_bwd_tensors(kernels::AttnBwdParams& p, const BwdTensors& t, Bhs bhs) {
 inline unsigned bwd_blocks(long long work, int per_block) {
   return static_cast<unsigned>(work <= 0 ? 1 : (work + per_block - 1) / per_block);
 }
-
-// Sequential 256-byte aligned sections of one workspace allocation.
-class WorkspaceCursor {
- public:
-  std::size_t take(std::size_t bytes) {
-    const std::size_t here = at_;
-    at_ += (bytes + 255) / 256 * 256;
-    return here;
-  }
-  std::size_t total() const { return at_; }
-
- private:
-  std::size_t at_ = 0;
-};
 
 }  // namespace attnjit::ops

@@ -26,6 +26,21 @@
 
 namespace attnjit::detail {
 
+// Sequential 256-byte aligned sections of one workspace allocation: take(bytes) returns a section's
+// offset from the base, total() the bytes to reserve.
+class WorkspaceCursor {
+ public:
+  std::size_t take(std::size_t bytes) {
+    const std::size_t here = at_;
+    at_ += (bytes + 255) / 256 * 256;
+    return here;
+  }
+  std::size_t total() const { return at_; }
+
+ private:
+  std::size_t at_ = 0;
+};
+
 class CallerWorkspaceScope {
  public:
   // ptr 0: plan without allocating (only the size is recorded).

@@ -215,7 +215,7 @@ WorkspaceLayout workspace_layout(const BsaCall& c) {
   w.s_pad = c.N_q * c.bs;
   w.segments = c.B * c.H_kv * c.N_kv;
   const size_t rows = static_cast<size_t>(c.B * c.H_q * w.s_pad);
-  WorkspaceCursor cur;
+  detail::WorkspaceCursor cur;
   auto take = [&](size_t bytes) { return cur.take(bytes); };
   w.lse2 = take(rows * 4);
   w.delta = take(rows * 4);
@@ -271,12 +271,12 @@ class KernelPlan final : public detail::PlanImpl {
               "bsa_bwd: cuMemsetD32Async(counts)");
     const long long rows = static_cast<long long>(c.B) * c.H_q * w.s_pad;
     const long long pairs = static_cast<long long>(c.B) * c.H_q * c.N_q * c.K_max;
-    launch(*k_.prep, blocks(rows * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p, nullptr);
+    launch(*k_.prep, bwd_blocks(rows * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p, nullptr);
     int mode = 0;
-    launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
+    launch(*k_.route, bwd_blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
     launch(*k_.scan, 1, 1, 1, 1024, 0, cu_stream, &p, nullptr);
     mode = 1;
-    launch(*k_.route, blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
+    launch(*k_.route, bwd_blocks(pairs, 256), 1, 1, 256, 0, cu_stream, &p, &mode);
     if (hopper_) {
       kernels::AttnBwdHopperParams hp{};
       hp.p = p;
@@ -296,7 +296,7 @@ class KernelPlan final : public detail::PlanImpl {
              kernels::attn_bwd_smem_bytes(static_cast<int>(D_), static_cast<int>(c.bs),
                                         kernels::bsa_bwd_block_m(static_cast<int>(c.bs))), cu_stream, &p, nullptr);
     }
-    launch(*k_.dq, blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
+    launch(*k_.dq, bwd_blocks(static_cast<long long>(c.B) * c.H_q * c.S_q * (D_ / 8), 256), 1, 1, 256, 0, cu_stream, &p,
            nullptr);
   }
 
@@ -305,8 +305,6 @@ class KernelPlan final : public detail::PlanImpl {
   }
 
  private:
-  static unsigned blocks(long long work, int per_block) { return bwd_blocks(work, per_block); }
-
   static void launch(const jit::LoadedKernel& k, unsigned gx, unsigned gy, unsigned gz, unsigned threads, int smem,
                      CUstream stream, kernels::AttnBwdParams* p, int* extra) {
     void* args[] = {p, extra};

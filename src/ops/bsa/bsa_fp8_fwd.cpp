@@ -163,12 +163,8 @@ Fp8Workspace workspace_for(const BsaCall& in, bool hopper) {
   w.n_groups = (in.S_kv + 15) / 16;
   w.s_kv_pad = w.n_groups * 16;
   w.n_chunks = (in.S_kv + kernels::kBsa8StatKeys - 1) / kernels::kBsa8StatKeys;
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    const size_t off = at;
-    at += (bytes + 255) / 256 * 256;
-    return off;
-  };
+  detail::WorkspaceCursor cur;
+  auto take = [&](size_t bytes) { return cur.take(bytes); };
   w.q8 = take(BH * static_cast<size_t>(in.S_q) * 128);
   w.k8 = take(BH * static_cast<size_t>(in.S_kv) * 128);
   w.v = take(hopper ? BH * static_cast<size_t>(in.S_kv) * 128 * 2 : BH * 128 * static_cast<size_t>(w.s_kv_pad));
@@ -178,7 +174,7 @@ Fp8Workspace workspace_for(const BsaCall& in, bool hopper) {
   w.mu = take(BH * 128 * 4);
   w.ksum = take(BH * static_cast<size_t>(w.n_chunks) * 128 * 8);
   w.vmax = take(BH * static_cast<size_t>(w.n_chunks) * 128 * 4);
-  w.total = at;
+  w.total = cur.total();
   return w;
 }
 

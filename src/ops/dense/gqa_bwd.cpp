@@ -259,7 +259,7 @@ WorkspaceLayout workspace_layout(const GqaBwdCall& c, bool det) {
   w.n_q = (c.S + 63) / 64;
   w.s_pad = w.n_q * 64;
   const size_t rows = static_cast<size_t>(c.B * c.H * w.s_pad);
-  WorkspaceCursor cur;
+  detail::WorkspaceCursor cur;
   w.lse2 = cur.take(rows * 4);
   w.delta = cur.take(rows * 4);
   w.dq_acc = cur.take(rows * static_cast<size_t>(kernels::gqa_bwd_compute_dim(static_cast<int>(c.D))) * 4);
