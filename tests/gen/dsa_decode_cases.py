@@ -11,8 +11,7 @@ Writes:
                                        here and covered by tests/unit/dsa_decode_test.cpp instead: a
                                        non-finite sm_scale, device placement, overlapping outputs, the
                                        kernel impl's Unsupported error.
-  with --gpu, under OUT_DIR/gpu/ (for when the kernels exist; gen_gpu_cases.sh does not pass --gpu yet,
-  so the GPU suite does not run an op that has no kernel):
+  under OUT_DIR/gpu/ (the GPU suite: gen_gpu_cases.sh writes them into tests/cases/gpu/):
     dsa_decode_grid.json    --count (default 240) random configurations against the CPU reference: fp16 /
                             bf16, D 64 .. 512, dim_tail 0 / 16 .. 128, H_kv 1 (g up to 128) and > 1 (g 16 ..
                             128), stride_kv 1 .. 4, q_start_index_s 0 and > 0, causal or not, K 1 .. 128,
@@ -223,12 +222,16 @@ def gpu_cases(count):
         grid.append(grid_case(rng, count + j, "dsa-decode-grid/deepseek", dtype=["bf16", "fp16"][j % 2], B=1, S=4,
                               H=128, H_kv=1, S_kv=1024, K=64, D=512, dim_tail=64, stride_kv=stride, q_start=qs,
                               causal=True, sm_scale=None, strided=False))
+    # A DeepSeek-sized index list (K 2048 of S_kv 4096, split over the slots for one request).
+    grid.append(grid_case(rng, count + 3, "dsa-decode-grid/deepseek", dtype="bf16", B=1, S=2, H=128, H_kv=1,
+                          S_kv=4096, K=2048, D=512, dim_tail=64, stride_kv=1, q_start=3000, causal=True,
+                          sm_scale=None, strided=False))
     small = [grid_case(rng, 500 + i, "dsa-decode-small", **random_config(rng, True)) for i in range(20)]
     return grid, small
 
 
 def main():
-    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240, gpu_default=True)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,7 @@ Writes:
                                        cache_seqlens / block_table (the kernel path cannot reach them while
                                        it has no kernel), device placement, overlapping outputs, the kernel
                                        impl's Unsupported error.
-  with --gpu, under OUT_DIR/gpu/ (for when the kernels exist; gen_gpu_cases.sh does not pass --gpu yet,
-  so the GPU suite does not run an op that has no kernel):
+  under OUT_DIR/gpu/ (the GPU suite: gen_gpu_cases.sh writes them into tests/cases/gpu/):
     mla_decode_grid.json    --count (default 240) random configurations against the CPU reference:
                             fp16 / bf16, D 128 / 256 / 512, H_kv 1 (H up to 128) and > 1, N_kv not a tile
                             multiple and 0, cache_seqlens, paged caches (PS 16 .. 128, scattered pages,
@@ -193,8 +192,11 @@ def grid_case(rng, idx, prefix, *, dtype, B, H, H_kv, D, S_q, N_kv=None, lens=No
         table = []
         for p in pages:
             table += p + [rng.choice([-1, 0, NP + 5]) for _ in range(W - len(p))]
-        t["k"] = tensor([NP, PS, H_kv, D], dtype, normal(), st([NP, PS, H_kv, D]))
-        t["k_pe"] = tensor([NP, PS, H_kv, 64], dtype, normal(), st([NP, PS, H_kv, 64]))
+        # Pages no request uses hold NaN: a kernel reading one fails the case.
+        used = {"kind": "rows", "ranges": [[pg, 1] for pg in sorted(x for p in pages for x in p)], "init": normal(),
+                "else": POISON}
+        t["k"] = tensor([NP, PS, H_kv, D], dtype, used, st([NP, PS, H_kv, D]))
+        t["k_pe"] = tensor([NP, PS, H_kv, 64], dtype, used, st([NP, PS, H_kv, 64]))
         t["block_table"] = tensor([B, W], "int32", values(table))
     if lens is not None:
         t["cache_seqlens"] = tensor([B], "int32", values(lens))
@@ -243,7 +245,7 @@ def gpu_cases(count):
 
 
 def main():
-    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240)
+    return errors_then_gpu_main(__doc__, OP, build_errors, gpu_cases, count=240, gpu_default=True)
 
 
 if __name__ == "__main__":

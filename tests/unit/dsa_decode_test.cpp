@@ -1,7 +1,7 @@
 // dsa_decode (SPEC.md §2.18) through the public C++ API, for what the JSON cases cannot say: the reference
 // against a plain loop written here (the DeepSeek shape H = 128, H_kv = 1, D = 512, dim_tail = 64
 // included), repeated indices counting twice, a non-finite sm_scale, device placement, overlapping
-// outputs, the kernel impl's Unsupported error and the empty warm-up matrix.
+// outputs and the kernel path's validation (its kernels: latent_decode_test.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -204,40 +204,17 @@ TEST_CASE("dsa_decode: sm_scale must be finite and > 0, including the values JSO
   CHECK_NOTHROW(rt.op("dsa_decode", {{"dim_tail", 64}, {"stride_kv", 4}, {"q_start_index_s", 0}}));
 }
 
-TEST_CASE("dsa_decode: the kernel impl validates the call, then fails with Unsupported: no GPU kernel yet") {
+TEST_CASE("dsa_decode: the kernel path validates like the reference: shape and placement errors") {
   test::TempDir dir("dsakern");
   attnjit::Runtime rt(test::options_in(dir));
   Call c(1, 2, 128, 1, 16, 8, 512, 64);
   const TensorArgs dev = c.device_args();
-  for (const char* backend : {"auto", "portable", "hopper"}) {
-    auto op = rt.op("dsa_decode", {{"backend", backend}, {"dim_tail", 64}, {"stride_kv", 1}, {"q_start_index_s", 0}});
-    try {
-      op.plan(dev);
-      FAIL("a kernel plan was built for backend " << backend);
-    } catch (const attnjit::Unsupported& e) {
-      const std::string m = e.what();
-      INFO(m);
-      CHECK(test::starts_with(m, "dsa_decode: unsupported: impl 'kernel'"));
-      CHECK(test::contains(m, "no GPU kernel is built yet"));
-      CHECK(test::contains(m, backend));
-    }
-    CHECK(rt.impl()
-              .op("dsa_decode", {{"backend", backend}, {"dim_tail", 64}, {"stride_kv", 1}, {"q_start_index_s", 0}})
-              ->kernels_for(dev, "sm_90a")
-              .empty());
-  }
   // dim_tail 0 makes D = 576: a shape error on the kernel path as on the reference.
   auto op0 = rt.op("dsa_decode", {{"dim_tail", 0}, {"stride_kv", 1}, {"q_start_index_s", 0}});
   CHECK(test::starts_with(run_error(op0, dev), "dsa_decode: shape: q: expected head dim D"));
   auto op = rt.op("dsa_decode", {{"dim_tail", 64}, {"stride_kv", 1}, {"q_start_index_s", 0}});
   CHECK(test::starts_with(run_error(op, c.args()), "dsa_decode: device: q: expected a CUDA tensor"));
   CHECK(c.untouched());
-}
-
-TEST_CASE("dsa_decode: no kernels in the warm-up matrix; the op is registered") {
-  CHECK(attnjit::detail::find_op("dsa_decode").default_matrix("sm_90a").empty());
-  const auto names = attnjit::Runtime::op_names();
-  CHECK(std::find(names.begin(), names.end(), "dsa_decode") != names.end());
 }
 
 TEST_CASE("dsa_decode reference: device tensors, mixed placements and overlapping outputs are rejected, unwritten") {

@@ -1,7 +1,7 @@
 // mla_decode (SPEC.md §2.13, docs/ops/mla_decode.md) through the public C++ API, for what the JSON cases
 // cannot say: the reference against a plain loop written here, the content checks of cache_seqlens and
 // block_table (unwritten outputs), the paged and contiguous caches agreeing bit for bit, device
-// placement, overlapping outputs, the kernel impl's Unsupported error and the empty warm-up matrix.
+// placement and overlapping outputs (the kernel path: latent_decode_test.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -270,45 +270,6 @@ TEST_CASE("mla_decode reference: cache_seqlens and block_table values out of ran
     lens = {20, 16};  // the bad entry is no longer used
     CHECK(run_error(op, p.args(base, lens, o)) == "(no error)");
   }
-}
-
-TEST_CASE("mla_decode: the kernel impl validates the call, then fails with Unsupported: no GPU kernel yet") {
-  test::TempDir dir("mlakern");
-  attnjit::Runtime rt(test::options_in(dir));
-  Call c(1, 1, 4, 1, 512, 9);
-  c.rank3 = true;
-  const TensorArgs dev = c.device_args();
-  for (const char* backend : {"auto", "portable", "hopper"}) {
-    auto op = rt.op("mla_decode", {{"backend", backend}});
-    try {
-      op.plan(dev);
-      FAIL("a kernel plan was built for backend " << backend);
-    } catch (const attnjit::Unsupported& e) {
-      const std::string m = e.what();
-      INFO(m);
-      CHECK(test::starts_with(m, "mla_decode: unsupported: impl 'kernel'"));
-      CHECK(test::contains(m, "no GPU kernel is built yet"));
-      CHECK(test::contains(m, backend));
-    }
-    CHECK(rt.impl().op("mla_decode", {{"backend", backend}})->kernels_for(dev, "sm_90a").empty());
-  }
-  TensorArgs bad = dev;
-  TensorRef qpe = *bad.find("q_pe");
-  qpe.shape[2] = 32;
-  qpe.strides[1] = 32;
-  qpe.strides[0] = 128;
-  bad.set("q_pe", qpe);
-  CHECK(test::starts_with(run_error(rt.op("mla_decode"), bad), "mla_decode: shape: k_pe: expected dim 3 (PE, q_pe's head dim) = 32"));
-  CHECK_THROWS_AS(rt.impl().op("mla_decode", nlohmann::json::object())->kernels_for(bad, "sm_90a"),
-                  attnjit::InvalidArgument);
-  CHECK(test::starts_with(run_error(rt.op("mla_decode"), c.args()), "mla_decode: device: q: expected a CUDA tensor"));
-  CHECK(c.untouched());
-}
-
-TEST_CASE("mla_decode: no kernels in the warm-up matrix; the op is registered") {
-  CHECK(attnjit::detail::find_op("mla_decode").default_matrix("sm_90a").empty());
-  const auto names = attnjit::Runtime::op_names();
-  CHECK(std::find(names.begin(), names.end(), "mla_decode") != names.end());
 }
 
 TEST_CASE("mla_decode reference: device tensors, mixed placements and overlapping outputs are rejected, unwritten") {

@@ -1,6 +1,5 @@
-// dsa_decode (SPEC.md §2.18): configuration, validation and the reference plan. No GPU kernel is built
-// yet: a kernel-impl call validates like any other, then fails with Unsupported, and the op adds nothing
-// to the warm-up matrix.
+// dsa_decode (SPEC.md §2.18): configuration, validation, the kernel plan (ops/mla/latent_kernel.hpp:
+// the latent-decode kernel shared with mla_decode, gathering the indexed rows) and the reference plan.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "ops/base/op.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/validation.hpp"
+#include "ops/mla/latent_kernel.hpp"
 #include "ops/mla/mla_call.hpp"
 #include "ops/mla/reference.hpp"
 #include "ops/registry.hpp"
@@ -60,11 +60,13 @@ DsaDecodeConfig parse_dsa_decode_config(const detail::ConfigReader& r) {
     c.sm_scale = s;
   }
   c.is_causal = r.get_bool("is_causal", true);
+  c.kv_splits = parse_latent_kv_splits(kOp, r);
   return c;
 }
 
 const std::vector<std::string>& dsa_decode_config_keys() {
-  static const std::vector<std::string> keys = {"dim_tail", "stride_kv", "q_start_index_s", "sm_scale", "is_causal"};
+  static const std::vector<std::string> keys = {"dim_tail", "stride_kv", "q_start_index_s", "sm_scale", "is_causal",
+                                                "kv_splits"};
   return keys;
 }
 
@@ -143,11 +145,59 @@ DsaDecodeCall validate_dsa_decode_call(const DsaDecodeConfig& cfg, const TensorA
 
 namespace {
 
-// Why impl 'kernel' cannot serve any call in this build (every backend, every arch).
-[[noreturn]] void no_kernel(detail::Backend backend) {
-  throw Unsupported(fmt::format("{}: unsupported: impl 'kernel' (backend '{}'): no GPU kernel is built yet for this op; "
-                                "use impl 'reference' (CPU)",
-                                kOp, detail::backend_name(backend)));
+constexpr float kLog2e = 1.44269504088896340736f;
+
+// The latent kernel's parameters and shape of a validated call: the main parts are q[..., :D] and
+// kv[..., :D] (kv's is also the value row), the tails q[..., D:] and kv[..., D:].
+LatentShape latent_params(const DsaDecodeConfig& cfg, const DsaDecodeCall& c, kernels::LatentDecodeParams& p) {
+  const TensorRef &q = *c.q, &kv = *c.kv, &idx = *c.indices, &o = *c.o;
+  p.q = q.data;
+  p.q_sb = q.strides[0], p.q_ss = q.strides[1], p.q_sh = q.strides[2];
+  p.q_tail = static_cast<const uint16_t*>(q.data) + c.D;
+  p.qt_sb = p.q_sb, p.qt_ss = p.q_ss, p.qt_sh = p.q_sh;
+  p.k = kv.data;
+  p.k_sb = kv.strides[0], p.k_ss = kv.strides[1], p.k_sh = kv.strides[2];
+  p.k_tail = static_cast<const uint16_t*>(kv.data) + c.D;
+  p.kt_sb = p.k_sb, p.kt_ss = p.k_ss, p.kt_sh = p.k_sh;
+  p.indices = static_cast<const int*>(idx.data);
+  p.idx_sb = idx.strides[0], p.idx_ss = idx.strides[1], p.idx_sh = idx.strides[2], p.idx_su = idx.strides[3];
+  p.o = o.data;
+  p.o_sb = o.strides[0], p.o_ss = o.strides[1], p.o_sh = o.strides[2];
+  p.batch = static_cast<int>(c.B);
+  p.s_q = static_cast<int>(c.S);
+  p.h = static_cast<int>(c.H);
+  p.h_kv = static_cast<int>(c.H_kv);
+  p.group = static_cast<int>(c.group());
+  p.n_kv = static_cast<int>(c.S_kv);
+  p.n_slots = static_cast<int>(c.K);
+  p.n_splits = 1;
+  p.causal = cfg.is_causal ? 1 : 0;
+  p.stride_kv = static_cast<int>(cfg.stride_kv);
+  p.q_start = static_cast<int>(cfg.q_start_index_s);
+  p.scale_log2 = static_cast<float>(c.scale) * kLog2e;
+  LatentShape s;
+  s.dtype = c.dtype;
+  s.D = static_cast<int>(c.D);
+  s.tail = static_cast<int>(c.D_qk - c.D);
+  s.mode = kernels::kLatentIndexed;
+  s.B = c.B;
+  s.tokens = c.S;
+  s.H = c.H;
+  s.H_kv = c.H_kv;
+  s.rows = c.group();
+  s.grid_y = c.S * c.H_kv;
+  s.max_keys = c.K;
+  s.device = c.device.index;
+  return s;
+}
+
+// Extents the kernel indexes with 32-bit integers.
+void check_int32_extents(const DsaDecodeCall& c) {
+  constexpr int64_t kMax = int64_t{1} << 30;
+  if (c.S_kv > kMax || c.K > kMax || c.S * c.H > kMax)
+    throw Unsupported(fmt::format("{}: unsupported: S_kv, K and S * H beyond 2^30 are not served (S_kv {}, K {}, "
+                                  "S * H {})",
+                                  kOp, c.S_kv, c.K, c.S * c.H));
 }
 
 class DsaDecodeOp final : public detail::OpInstance {
@@ -155,23 +205,30 @@ class DsaDecodeOp final : public detail::OpInstance {
   DsaDecodeOp(OpContext& ctx, const nlohmann::json& config)
       : DsaDecodeOp(ctx, detail::ConfigReader(kOp, config, dsa_decode_config_keys())) {}
 
-  // The descriptor checks of a device call run (a compile-only caller sees the same rejections as a
-  // run), and there is nothing to compile: a kernel plan for the call fails in build_plan.
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    (void)arch;
-    validate_dsa_decode_call(cfg_, tensors, Placement::kDevice);
-    return {};
+    const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, Placement::kDevice);
+    kernels::LatentDecodeParams p{};
+    return latent_plan_specs(kOp, latent_params(cfg_, call, p), cfg_.kv_splits, backend_, arch);
   }
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    validate_dsa_decode_call(cfg_, tensors, placement_for(impl_));
-    return impl_ == detail::Impl::kReference ? "reference" : "kernel";
+    const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
+    return fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.D_qk, call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    (void)tensors;
-    if (impl_ != detail::Impl::kReference) no_kernel(backend_);
+    if (impl_ != detail::Impl::kReference) {
+      const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, Placement::kDevice);
+      kernels::LatentDecodeParams p0{};
+      return make_latent_plan(ctx_, kOp, latent_params(cfg_, call, p0), cfg_.kv_splits, backend_,
+                              [cfg = cfg_](const TensorArgs& t, void*, bool, kernels::LatentDecodeParams& p) {
+                                const DsaDecodeCall c = validate_dsa_decode_call(cfg, t, Placement::kDevice);
+                                check_int32_extents(c);
+                                return latent_params(cfg, c, p);
+                              });
+    }
     return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
       reference::dsa_decode(cfg, validate_dsa_decode_call(cfg, t, Placement::kHost));
     });
@@ -190,8 +247,14 @@ class DsaDecodeOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition dsa_decode_definition() {
-  // No kernels yet: the warm-up compiles nothing for this op.
-  return ops::op_definition<ops::DsaDecodeOp>(ops::kOp, [](const std::string&) { return std::vector<jit::KernelSpec>{}; });
+  // The DeepSeek-V3.2 shape: D 512, dim_tail 64, fp16 and bf16, with and without splits.
+  return ops::op_definition<ops::DsaDecodeOp>(ops::kOp, [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    for (DType dt : {DType::kF16, DType::kBF16})
+      for (auto& s : ops::latent_warmup_specs(ops::kOp, dt, 512, 64, kernels::kLatentIndexed, true, arch))
+        specs.push_back(std::move(s));
+    return specs;
+  });
 }
 
 // Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp), after mla_decode.

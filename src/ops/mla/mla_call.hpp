@@ -19,6 +19,7 @@ struct MlaDecodeConfig {
   // Checks cache_seqlens / block_table values (the caller contract of the extensions) on every call.
   // The CPU reference checks them whatever this says: it never reads out of bounds.
   bool validate_inputs = false;
+  int kv_splits = 0;  // 1..128, or 0 for "auto" (ops/mla/latent_kernel.hpp)
 };
 
 // A validated call. q [B, H, D] (S_q = 1, `q_rank` 3) or [B, S_q, H, D] (`q_rank` 4); q_pe likewise with
@@ -68,6 +69,7 @@ struct DsaDecodeConfig {
   int64_t q_start_index_s = 0;     // >= 0: position of query row 0
   std::optional<double> sm_scale;  // unset: 1/sqrt(D + dim_tail) per call
   bool is_causal = true;
+  int kv_splits = 0;  // 1..128, or 0 for "auto" (ops/mla/latent_kernel.hpp)
 };
 
 // A validated call: q [B, S, H, D + dim_tail], kv [B, S_kv, H_kv, D + dim_tail], indices [B, S, H_kv, K]

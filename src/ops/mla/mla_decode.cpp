@@ -1,7 +1,7 @@
 // mla_decode (SPEC.md §2.13, extended as docs/ops/mla_decode.md says: per-request cache_seqlens, a paged
 // latent cache through block_table, S_q > 1 query tokens): configuration, validation, content checks and
-// the reference plan. No GPU kernel is built yet: a kernel-impl call validates like any other, then fails
-// with Unsupported, and the op adds nothing to the warm-up matrix.
+// the kernel plan (ops/mla/latent_kernel.hpp: the latent-decode kernel shared with dsa_decode) and the
+// reference plan.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -16,6 +16,7 @@
 #include "ops/base/op.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/validation.hpp"
+#include "ops/mla/latent_kernel.hpp"
 #include "ops/mla/mla_call.hpp"
 #include "ops/mla/reference.hpp"
 #include "ops/registry.hpp"
@@ -37,11 +38,12 @@ constexpr int64_t kPe = 64;
 MlaDecodeConfig parse_mla_decode_config(const detail::ConfigReader& r) {
   MlaDecodeConfig c;
   c.validate_inputs = r.get_bool("validate_inputs", false);
+  c.kv_splits = parse_latent_kv_splits(kOp, r);
   return c;
 }
 
 const std::vector<std::string>& mla_decode_config_keys() {
-  static const std::vector<std::string> keys = {"validate_inputs"};
+  static const std::vector<std::string> keys = {"validate_inputs", "kv_splits"};
   return keys;
 }
 
@@ -182,11 +184,66 @@ void check_mla_decode_contents(const MlaDecodeCall& call, void* stream) {
 
 namespace {
 
-// Why impl 'kernel' cannot serve any call in this build (every backend, every arch).
-[[noreturn]] void no_kernel(detail::Backend backend) {
-  throw Unsupported(fmt::format("{}: unsupported: impl 'kernel' (backend '{}'): no GPU kernel is built yet for this op; "
-                                "use impl 'reference' (CPU)",
-                                kOp, detail::backend_name(backend)));
+constexpr float kLog2e = 1.44269504088896340736f;
+
+// The latent kernel's parameters and shape of a validated call.
+LatentShape latent_params(const MlaDecodeCall& c, kernels::LatentDecodeParams& p) {
+  const bool r4 = c.q_rank == 4;
+  auto rows3 = [&](const TensorRef& t, long long& sb, long long& ss, long long& sh) {
+    sb = t.strides[0];
+    ss = r4 ? t.strides[1] : 0;
+    sh = t.strides[r4 ? 2 : 1];
+  };
+  p.q = c.q->data;
+  rows3(*c.q, p.q_sb, p.q_ss, p.q_sh);
+  p.q_tail = c.q_pe->data;
+  rows3(*c.q_pe, p.qt_sb, p.qt_ss, p.qt_sh);
+  p.o = c.o->data;
+  rows3(*c.o, p.o_sb, p.o_ss, p.o_sh);
+  p.k = c.k->data;
+  p.k_sb = c.k->strides[0], p.k_ss = c.k->strides[1], p.k_sh = c.k->strides[2];
+  p.k_tail = c.k_pe->data;
+  p.kt_sb = c.k_pe->strides[0], p.kt_ss = c.k_pe->strides[1], p.kt_sh = c.k_pe->strides[2];
+  if (c.cache_seqlens) {
+    p.seqlens = static_cast<const int*>(c.cache_seqlens->data);
+    p.seqlens_s = c.cache_seqlens->strides[0];
+  }
+  if (c.block_table) {
+    p.block_table = static_cast<const int*>(c.block_table->data);
+    p.bt_sb = c.block_table->strides[0], p.bt_sp = c.block_table->strides[1];
+    p.page_size = static_cast<int>(c.PS);
+  }
+  p.batch = static_cast<int>(c.B);
+  p.s_q = static_cast<int>(c.S_q);
+  p.h = static_cast<int>(c.H);
+  p.h_kv = static_cast<int>(c.H_kv);
+  p.group = static_cast<int>(c.group());
+  p.n_kv = static_cast<int>(c.N_kv);
+  p.n_splits = 1;
+  p.scale_log2 = static_cast<float>(c.scale) * kLog2e;
+  LatentShape s;
+  s.dtype = c.dtype;
+  s.D = static_cast<int>(c.D);
+  s.tail = static_cast<int>(c.PE);
+  s.mode = c.paged() ? kernels::kLatentPaged : kernels::kLatentDense;
+  s.B = c.B;
+  s.tokens = c.S_q;
+  s.H = c.H;
+  s.H_kv = c.H_kv;
+  s.rows = c.S_q * c.group();
+  s.grid_y = c.H_kv;
+  s.max_keys = c.paged() ? c.W * c.PS : c.N_kv;
+  s.device = c.device.index;
+  return s;
+}
+
+// Positions and extents the kernel indexes with 32-bit integers.
+void check_int32_extents(const MlaDecodeCall& c) {
+  constexpr int64_t kMax = int64_t{1} << 30;
+  if (c.N_kv > kMax || c.W * c.PS > kMax || c.S_q * c.H > kMax)
+    throw Unsupported(fmt::format("{}: unsupported: cache lengths and S_q * H beyond 2^30 are not served (N_kv {}, "
+                                  "W * PS {}, S_q * H {})",
+                                  kOp, c.N_kv, c.W * c.PS, c.S_q * c.H));
 }
 
 class MlaDecodeOp final : public detail::OpInstance {
@@ -194,23 +251,32 @@ class MlaDecodeOp final : public detail::OpInstance {
   MlaDecodeOp(OpContext& ctx, const nlohmann::json& config)
       : MlaDecodeOp(ctx, detail::ConfigReader(kOp, config, mla_decode_config_keys())) {}
 
-  // The descriptor checks of a device call run (a compile-only caller sees the same rejections as a
-  // run), and there is nothing to compile: a kernel plan for the call fails in build_plan.
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    (void)arch;
-    validate_mla_decode_call(cfg_, tensors, Placement::kDevice);
-    return {};
+    const MlaDecodeCall call = validate_mla_decode_call(cfg_, tensors, Placement::kDevice);
+    kernels::LatentDecodeParams p{};
+    return latent_plan_specs(kOp, latent_params(call, p), cfg_.kv_splits, backend_, arch);
   }
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    validate_mla_decode_call(cfg_, tensors, placement_for(impl_));
-    return impl_ == detail::Impl::kReference ? "reference" : "kernel";
+    const MlaDecodeCall call = validate_mla_decode_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
+    return fmt::format("kernel.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.PE, call.paged(),
+                       call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    (void)tensors;
-    if (impl_ != detail::Impl::kReference) no_kernel(backend_);
+    if (impl_ != detail::Impl::kReference) {
+      const MlaDecodeCall call = validate_mla_decode_call(cfg_, tensors, Placement::kDevice);
+      kernels::LatentDecodeParams p0{};
+      return make_latent_plan(ctx_, kOp, latent_params(call, p0), cfg_.kv_splits, backend_,
+                              [cfg = cfg_](const TensorArgs& t, void* stream, bool executing, kernels::LatentDecodeParams& p) {
+                                const MlaDecodeCall c = validate_mla_decode_call(cfg, t, Placement::kDevice);
+                                check_int32_extents(c);
+                                if (cfg.validate_inputs && executing) check_mla_decode_contents(c, stream);
+                                return latent_params(c, p);
+                              });
+    }
     return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
       const MlaDecodeCall call = validate_mla_decode_call(cfg, t, Placement::kHost);
       // The reference checks the value contract on every call (validate_inputs or not): it never reads
@@ -233,8 +299,14 @@ class MlaDecodeOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition mla_decode_definition() {
-  // No kernels yet: the warm-up compiles nothing for this op.
-  return ops::op_definition<ops::MlaDecodeOp>(ops::kOp, [](const std::string&) { return std::vector<jit::KernelSpec>{}; });
+  // The DeepSeek shape: D 512, PE 64, fp16 and bf16, contiguous and paged caches, with and without splits.
+  return ops::op_definition<ops::MlaDecodeOp>(ops::kOp, [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    for (DType dt : {DType::kF16, DType::kBF16})
+      for (int mode : {kernels::kLatentDense, kernels::kLatentPaged})
+        for (auto& s : ops::latent_warmup_specs(ops::kOp, dt, 512, 64, mode, mode == kernels::kLatentDense, arch)) specs.push_back(std::move(s));
+    return specs;
+  });
 }
 
 // Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp), after the paged ops.

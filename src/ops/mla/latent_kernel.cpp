@@ -1,0 +1,265 @@
+#include "ops/mla/latent_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnjit/error.hpp"
+#include "jit/cuda_driver.hpp"
+#include "ops/attention/attention_kernel.hpp"  // device_type_name
+#include "ops/attention/split_kv.hpp"
+#include "ops/base/arch.hpp"
+#include "ops/base/backend.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/op_helpers.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+const char* mode_name(int mode) {
+  return mode == kernels::kLatentDense ? "dense" : mode == kernels::kLatentPaged ? "paged" : "indexed";
+}
+
+// Splits larger than this many bytes of fp32 partials are not taken ("auto" stops below it).
+constexpr int64_t kMaxPartialBytes = int64_t{1} << 30;
+
+int64_t partial_bytes(const LatentShape& s, int splits) {
+  const int64_t rows = s.B * s.tokens * s.H;
+  return static_cast<int64_t>(splits) * rows * (s.D + 1) * 4;
+}
+
+}  // namespace
+
+int parse_latent_kv_splits(const char* op, const detail::ConfigReader& r) {
+  if (!r.has("kv_splits")) return kLatentAutoSplits;
+  auto bad = [op](const std::string& got) {
+    return InvalidArgument(fmt::format("{}: param: kv_splits: expected an integer in [1, 128] or \"auto\", got {}", op, got));
+  };
+  double n = 0;
+  try {
+    n = r.get_number("kv_splits", 1);
+  } catch (const InvalidArgument&) {
+    std::string s;
+    try {
+      s = r.get_string("kv_splits", "");
+    } catch (const InvalidArgument&) {
+      throw bad("a value that is neither");
+    }
+    if (s != "auto") throw bad(fmt::format("\"{}\"", s));
+    return kLatentAutoSplits;
+  }
+  if (n != std::floor(n) || n < 1 || n > 128) throw bad(fmt::format("{}", n));
+  return static_cast<int>(n);
+}
+
+int LatentKernelChoice::smem_bytes() const { return kernels::latent_smem_bytes(D + tail, stages); }
+int LatentKernelChoice::threads() const { return kernels::kLatentWarps * 32; }
+
+LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bool split, const std::string& arch) {
+  require_portable_arch(op, arch);
+  LatentKernelChoice k;
+  k.dtype = s.dtype;
+  k.D = s.D;
+  k.tail = s.tail;
+  k.mode = s.mode;
+  k.split = split;
+  k.arch = arch;
+  const int budget = arch_facts(arch).max_smem_per_block;
+  const int dqk = s.D + s.tail;
+  k.stages = kernels::latent_smem_bytes(dqk, 3) <= budget ? 3 : 2;
+  if (kernels::latent_smem_bytes(dqk, k.stages) > budget)
+    throw Unsupported(fmt::format("{}: unsupported: backend 'portable': D {} + tail {} needs {} bytes of shared memory, "
+                                  "{} allows {}",
+                                  op, s.D, s.tail, kernels::latent_smem_bytes(dqk, 2), arch, budget));
+  return k;
+}
+
+jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = op;
+  s.template_file = "mla/latent_decode.cuh";
+  s.entry = fmt::format("attnjit::kernels::latent_decode<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
+                        k.tail, k.mode, k.stages, k.split);
+  s.fields = {{"backend", "portable"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"tail_dim", std::to_string(k.tail)},
+              {"kv_mode", mode_name(k.mode)},
+              {"stages", std::to_string(k.stages)},
+              {"split", k.split ? "1" : "0"}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.portable.{}.d{}.t{}.{}.s{}{}", op, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
+                       k.stages, k.split ? ".split" : "");
+  return s;
+}
+
+std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D, int tail, int mode, bool combine,
+                                                 const std::string& arch) {
+  LatentShape s;
+  s.dtype = dt;
+  s.D = D;
+  s.tail = tail;
+  s.mode = mode;
+  std::vector<jit::KernelSpec> specs = {latent_kernel_spec(op, choose_latent_kernel(op, s, false, arch)),
+                                        latent_kernel_spec(op, choose_latent_kernel(op, s, true, arch))};
+  if (combine) specs.push_back(combine_kernel_spec(op, dt, D, arch));
+  return specs;
+}
+
+namespace {
+
+void check_backend(const char* op, detail::Backend backend) {
+  if (backend == detail::Backend::kHopper)
+    throw_hopper_gap(op, "the hopper kernel of this op is not built yet (compiled kernels: portable); use backend "
+                         "'auto' or 'portable'");
+}
+
+// The split count of a call: explicit, or "auto" (choose_splits' wave model over the key tiles; at most
+// 1 GiB of partials).
+int splits_for(const LatentShape& s, int kv_splits, int sms) {
+  int n = kv_splits;
+  if (n == kLatentAutoSplits) {
+    const int64_t ctas = s.m_tiles() * s.grid_y * s.B;
+    n = choose_splits(ctas, s.max_keys, kernels::kLatentBN, sms, 1, 0);
+  }
+  while (n > 1 && partial_bytes(s, n) > kMaxPartialBytes) --n;
+  return std::max(n, 1);
+}
+
+size_t workspace_for(const LatentShape& s, int splits) {
+  if (splits <= 1) return 0;
+  detail::WorkspaceCursor c;
+  c.take(static_cast<size_t>(splits) * s.B * s.tokens * s.H * s.D * sizeof(float));
+  c.take(static_cast<size_t>(splits) * s.B * s.tokens * s.H * sizeof(float));
+  return c.total();
+}
+
+class LatentPlan final : public detail::PlanImpl {
+ public:
+  LatentPlan(OpContext& ctx, const char* op, const LatentShape& shape, int kv_splits, LatentFill fill)
+      : op_(op), shape_(shape), kv_splits_(kv_splits), sm_count_(ctx.sm_count(shape.device)), fill_(std::move(fill)),
+        ws_(op, shape.device) {
+    const std::string arch = ctx.arch_for_device(shape.device);
+    if (kv_splits != 1) {
+      split_ = choose_latent_kernel(op, shape, true, arch);
+      split_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, split_), shape.device);
+      require_dynamic_smem(op, *split_kernel_, split_kernel_->compiled->spec, split_.smem_bytes());
+      combine_kernel_ = ctx.kernels().loaded(combine_kernel_spec(op, shape.dtype, shape.D, arch), shape.device);
+    }
+    if (kv_splits == 1 || kv_splits == kLatentAutoSplits) {
+      single_ = choose_latent_kernel(op, shape, false, arch);
+      single_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, single_), shape.device);
+      require_dynamic_smem(op, *single_kernel_, single_kernel_->compiled->spec, single_.smem_bytes());
+    }
+    pdl_ = arch_facts(arch).programmatic_dependent_launch;
+  }
+
+  void prepare(const TensorArgs& tensors) const override {
+    kernels::LatentDecodeParams p{};
+    const LatentShape s = fill_(tensors, nullptr, false, p);
+    const size_t bytes = workspace_for(s, splits_for(s, kv_splits_, sm_count_));
+    if (bytes) ws_.reserve(bytes);
+  }
+  std::size_t workspace_bytes() const override { return ws_.bytes(); }
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    kernels::LatentDecodeParams p{};
+    const LatentShape s = fill_(tensors, stream, true, p);
+    if (s.dtype != shape_.dtype || s.D != shape_.D || s.tail != shape_.tail || s.mode != shape_.mode ||
+        s.device != shape_.device)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({} D {} tail {} {} "
+                                        "cuda:{}), got {} D {} tail {} {} cuda:{}; build a plan for the new signature",
+                                        op_, dtype_name(shape_.dtype), shape_.D, shape_.tail, mode_name(shape_.mode),
+                                        shape_.device, dtype_name(s.dtype), s.D, s.tail, mode_name(s.mode), s.device));
+    if (s.grid_y > 65535 || s.B > 65535)
+      throw Unsupported(fmt::format("{}: unsupported: grid: B = {} and the (token, KV head) blocks = {} must be at most "
+                                    "65535",
+                                    op_, s.B, s.grid_y));
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(s.device);
+    if (s.B == 0 || s.rows == 0 || s.grid_y == 0) return;
+    const int splits = splits_for(s, kv_splits_, sm_count_);
+    Launch lc;
+    lc.grid_y = static_cast<unsigned>(s.grid_y);
+    lc.grid_z = static_cast<unsigned>(s.B);
+    lc.stream = stream;
+    if (splits <= 1) {
+      lc.grid_x = static_cast<unsigned>(s.m_tiles());
+      lc.threads = static_cast<unsigned>(single_.threads());
+      lc.smem_bytes = static_cast<unsigned>(single_.smem_bytes());
+      p.n_splits = 1;
+      void* args[] = {&p};
+      launch_kernel(single_kernel_->function, lc, args, fmt::format("{}: cuLaunchKernelEx", op_));
+      return;
+    }
+    auto lease = ws_.acquire(workspace_for(s, splits), stream);
+    const int64_t rows = s.B * s.tokens * s.H;
+    p.o_part = reinterpret_cast<float*>(lease.ptr());
+    p.lse_part = reinterpret_cast<float*>(lease.ptr() + (static_cast<size_t>(splits) * rows * s.D * sizeof(float) + 255) /
+                                                             256 * 256);
+    p.part_rows = rows;
+    p.n_splits = splits;
+    lc.grid_x = static_cast<unsigned>(s.m_tiles() * splits);
+    lc.threads = static_cast<unsigned>(split_.threads());
+    lc.smem_bytes = static_cast<unsigned>(split_.smem_bytes());
+    void* args[] = {&p};
+    launch_kernel(split_kernel_->function, lc, args, fmt::format("{}: cuLaunchKernelEx (split)", op_));
+
+    kernels::GqaCombineParams cp{};
+    cp.o_part = p.o_part;
+    cp.lse_part = p.lse_part;
+    cp.o = p.o;
+    cp.o_sb = p.o_sb;
+    cp.o_ss = p.o_ss;
+    cp.o_sh = p.o_sh;
+    cp.rows = rows;
+    cp.heads = static_cast<int>(s.H);
+    cp.s_q = static_cast<int>(s.tokens);
+    cp.n_splits = splits;
+    launch_combine(op_, *combine_kernel_, cp, stream, pdl_);
+  }
+
+  std::string describe() const override {
+    std::string d = fmt::format("{} kernel plan (kv_splits {}):", op_,
+                                kv_splits_ == kLatentAutoSplits ? std::string("auto") : std::to_string(kv_splits_));
+    for (const auto* k : {single_kernel_.get(), split_kernel_.get(), combine_kernel_.get()})
+      if (k) d += " " + k->compiled->spec.describe();
+    return d;
+  }
+
+ private:
+  const char* op_;
+  LatentShape shape_;
+  int kv_splits_;
+  int sm_count_;
+  bool pdl_ = false;
+  LatentFill fill_;
+  LatentKernelChoice single_, split_;
+  std::shared_ptr<const jit::LoadedKernel> single_kernel_, split_kernel_, combine_kernel_;
+  mutable detail::PlanWorkspace ws_;
+};
+
+}  // namespace
+
+std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
+                                                         int kv_splits, detail::Backend backend, LatentFill fill) {
+  check_backend(op, backend);
+  return std::make_shared<LatentPlan>(ctx, op, shape, kv_splits, std::move(fill));
+}
+
+std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
+                                               detail::Backend backend, const std::string& arch) {
+  check_backend(op, backend);
+  std::vector<jit::KernelSpec> specs;
+  if (kv_splits == 1 || kv_splits == kLatentAutoSplits)
+    specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, shape, false, arch)));
+  if (kv_splits != 1) {
+    specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, shape, true, arch)));
+    specs.push_back(combine_kernel_spec(op, shape.dtype, shape.D, arch));
+  }
+  return specs;
+}
+
+}  // namespace attnjit::ops

@@ -1,0 +1,165 @@
+// The latent-decode kernels of mla_decode and dsa_decode (templates/mla/latent_decode.cuh) as the planners
+// see them without a GPU: which kernels a call selects per backend and kv_splits, the shared-memory stages
+// per arch, that every variant compiles for sm_90a with its registers and spills as recorded, and the
+// warm-up matrix. Their numerics are checked on a GPU by the grids (tests/gen/{mla,dsa}_decode_cases.py).
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "attnjit/runtime.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "ops/registry.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace test = attnjit::test;
+using attnjit::Device;
+using attnjit::DeviceKind;
+using attnjit::DType;
+using attnjit::TensorArgs;
+using attnjit::TensorRef;
+
+constexpr Device kGpu{DeviceKind::kCUDA, 0};
+
+// Descriptors only (fake device addresses): contiguous tensors of `dt`.
+struct Args {
+  TensorArgs a;
+  int next = 0;
+  Args& add(const char* name, DType dt, std::vector<int64_t> shape) {
+    TensorRef t = TensorRef::contiguous(test::fake_addr(next++), dt, shape, kGpu);
+    a.set(name, t);
+    return *this;
+  }
+};
+
+TensorArgs mla_args(DType dt, int64_t D, bool paged, int64_t S_q = 1) {
+  Args x;
+  const int64_t B = 2, H = 128, N = 300;
+  x.add("q", dt, {B, S_q, H, D}).add("q_pe", dt, {B, S_q, H, 64}).add("o", dt, {B, S_q, H, D});
+  if (paged) {
+    x.add("k", dt, {40, 64, 1, D}).add("k_pe", dt, {40, 64, 1, 64});
+    x.add("block_table", DType::kI32, {B, 8}).add("cache_seqlens", DType::kI32, {B});
+  } else {
+    x.add("k", dt, {B, N, 1, D}).add("k_pe", dt, {B, N, 1, 64});
+  }
+  return x.a;
+}
+
+TensorArgs dsa_args(DType dt, int64_t D, int64_t tail) {
+  Args x;
+  x.add("q", dt, {1, 2, 64, D + tail}).add("kv", dt, {1, 500, 1, D + tail}).add("indices", DType::kI32, {1, 2, 1, 256});
+  x.add("o", dt, {1, 2, 64, D});
+  return x.a;
+}
+
+std::vector<std::string> names(const std::vector<attnjit::jit::KernelSpec>& specs) {
+  std::vector<std::string> n;
+  for (const auto& s : specs) n.push_back(s.name);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("latent decode: the kernels a call selects per kv_splits and arch; backend 'hopper' names its gap") {
+  test::TempDir dir("latentsel");
+  attnjit::Runtime rt(test::options_in(dir));
+  auto& impl = rt.impl();
+  const TensorArgs mla = mla_args(DType::kBF16, 512, false);
+  using V = std::vector<std::string>;
+  CHECK(names(impl.op("mla_decode", {})->kernels_for(mla, "sm_90a")) ==
+        V{"mla_decode.portable.bf16.d512.t64.dense.s3", "mla_decode.portable.bf16.d512.t64.dense.s3.split",
+          "mla_decode.portable.combine.bf16.d512"});
+  CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a")) ==
+        V{"mla_decode.portable.bf16.d512.t64.dense.s3"});
+  CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
+        V{"mla_decode.portable.bf16.d512.t64.dense.s3.split", "mla_decode.portable.combine.bf16.d512"});
+  // sm_80 allows 163 KB: two key stages at D + PE = 576; sm_86's 99 KB cannot hold them.
+  CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla_args(DType::kF16, 512, true), "sm_80")) ==
+        V{"mla_decode.portable.fp16.d512.t64.paged.s2"});
+  try {
+    impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_86");
+    FAIL("D 512 was planned for sm_86");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(test::contains(e.what(), "mla_decode: unsupported: backend 'portable': D 512 + tail 64 needs"));
+  }
+  const TensorArgs dsa = dsa_args(DType::kF16, 128, 16);
+  const nlohmann::json dcfg = {{"dim_tail", 16}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
+  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.portable.fp16.d128.t16.indexed.s3"});
+  for (const char* op : {"mla_decode", "dsa_decode"}) {
+    nlohmann::json cfg = op == std::string("mla_decode") ? nlohmann::json::object() : dcfg;
+    cfg["backend"] = "hopper";
+    try {
+      impl.op(op, cfg)->kernels_for(op == std::string("mla_decode") ? mla : dsa, "sm_90a");
+      FAIL("backend 'hopper' planned for " << op);
+    } catch (const attnjit::Unsupported& e) {
+      INFO(e.what());
+      CHECK(test::starts_with(e.what(), std::string(op) + ": unsupported: backend 'hopper': "));
+    }
+  }
+  for (const auto& bad : {nlohmann::json(0), nlohmann::json(129), nlohmann::json(2.5), nlohmann::json("many")}) {
+    try {
+      impl.op("mla_decode", {{"kv_splits", bad}});
+      FAIL("kv_splits " << bad.dump() << " accepted");
+    } catch (const attnjit::InvalidArgument& e) {
+      CHECK(test::starts_with(e.what(), "mla_decode: param: kv_splits: expected an integer in [1, 128] or \"auto\""));
+    }
+  }
+}
+
+// Every variant's registers and spills from ptxas -v. At D 512 a thread holds 128 fp32 accumulators (its
+// half's 256 value columns of 16 rows); the kernels use up to 255 registers. NOTE: the paged split
+// kernels keep one 32-bit value in local memory, stored once before the key loop and reloaded once after
+// it (SASS: STL before the loop's first BAR.SYNC, LDL after its back branch); nothing spills in a loop.
+TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except the recorded 4 bytes outside the loop") {
+  test::TempDir dir("latentnvrtc");
+  attnjit::Runtime rt(test::options_in(dir));
+  auto& impl = rt.impl();
+  std::vector<attnjit::jit::KernelSpec> specs;
+  std::set<std::string> seen;
+  auto take = [&](std::vector<attnjit::jit::KernelSpec> v) {
+    for (auto& s : v)
+      if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
+  };
+  for (bool paged : {false, true})
+    for (int64_t D : {128, 512}) take(impl.op("mla_decode", {})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
+  for (auto [D, tail] : {std::pair<int64_t, int64_t>{64, 0}, {128, 16}, {256, 128}, {512, 64}, {512, 128}})
+    take(impl.op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}})
+             ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
+  CHECK(specs.size() == 4 * 2 + 5 * 2 + 6);  // single + split per variant; combines: mla D 128, 512; dsa D 64 .. 512
+  attnjit::jit::NvrtcCompiler compiler;
+  for (const auto& s : specs) {
+    const auto r = compiler.compile(s);
+    INFO(s.describe() << "\n" << r.log);
+    CHECK(test::contains(r.log, "registers"));
+    if (test::contains(s.name, ".paged.") && test::contains(s.name, ".split") && test::contains(s.name, ".d512."))
+      CHECK(test::contains(r.log, "8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads"));
+    else
+      CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores"));
+    const size_t u = r.log.find("Used");
+    MESSAGE(s.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u));
+  }
+}
+
+TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels") {
+  std::set<std::string> mla, dsa;
+  for (const auto& s : attnjit::detail::find_op("mla_decode").default_matrix("sm_90a")) mla.insert(s.name);
+  for (const auto& s : attnjit::detail::find_op("dsa_decode").default_matrix("sm_90a")) dsa.insert(s.name);
+  CHECK(mla.size() == 10);
+  CHECK(dsa.size() == 6);
+  for (const char* dt : {"bf16", "fp16"}) {
+    for (const char* mode : {"dense", "paged"})
+      for (const char* split : {"", ".split"})
+        CHECK(mla.count(fmt::format("mla_decode.portable.{}.d512.t64.{}.s3{}", dt, mode, split)) == 1);
+    CHECK(mla.count(fmt::format("mla_decode.portable.combine.{}.d512", dt)) == 1);
+    CHECK(dsa.count(fmt::format("dsa_decode.portable.{}.d512.t64.indexed.s3", dt)) == 1);
+    CHECK(dsa.count(fmt::format("dsa_decode.portable.{}.d512.t64.indexed.s3.split", dt)) == 1);
+  }
+}
