@@ -24,6 +24,7 @@
 #include "common/online_softmax.cuh"
 #include "common/tile_loader.cuh"
 #include "mla/latent_decode_params.cuh"
+#include "mla/latent_slots.cuh"
 
 namespace attnjit::kernels {
 
@@ -39,41 +40,11 @@ struct LatentTileCfg {
   static constexpr bool kFp8KV = false;
 };
 
-// Where a CTA's key slots are: the request b, KV head r and (dsa) query token, resolved per slot to the
-// main and tail parts of its cache row, or invalid.
-template <typename T, int MODE>
-struct LatentSlots {
-  const T* kb;   // main rows of (b, r) (paged: of head r in page 0)
-  const T* ktb;  // tail rows
-  const int* table = nullptr;  // paged: block_table row b
-  const int* idx = nullptr;    // indexed: indices row (b, s, r)
-  int n_keys = 0;              // slots [0, n_keys) may be valid
-  long long q_pos1 = 0;        // indexed, causal: q_pos + 1
-
-  __device__ __forceinline__ bool resolve(const LatentDecodeParams& p, int j, const T*& main, const T*& tail) const {
-    if (j >= n_keys) return false;
-    if constexpr (MODE == kLatentDense) {
-      main = kb + j * p.k_ss;
-      tail = ktb + j * p.kt_ss;
-      return true;
-    } else if constexpr (MODE == kLatentPaged) {
-      const int pg = j / p.page_size, slot = j - pg * p.page_size;
-      const long long page = table[pg * p.bt_sp];
-      main = kb + page * p.k_sb + slot * p.k_ss;
-      tail = ktb + page * p.kt_sb + slot * p.kt_ss;
-      return true;
-    } else {
-      const long long x = idx[j * p.idx_su];
-      if (x < 0 || x >= p.n_kv) return false;
-      if (p.causal && (x + 1) * p.stride_kv > q_pos1) return false;
-      main = kb + x * p.k_ss;
-      tail = ktb + x * p.kt_ss;
-      return true;
-    }
-  }
-};
-
-__device__ __forceinline__ void latent_pair_barrier(int id) { asm volatile("bar.sync %0, 64;\n" ::"r"(id) : "memory"); }
+// The two halves run different instantiations of the body (different code addresses), so their barriers
+// are the non-aligned forms: bar.sync (= barrier.sync.aligned, what __syncthreads compiles to) requires
+// every thread to execute the same instruction.
+__device__ __forceinline__ void latent_pair_barrier(int id) { asm volatile("barrier.sync %0, 64;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void latent_cta_barrier() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
 
 // The kernel body of the warps of half DH (templated so that every shared-memory offset of the half's
 // depth and value columns is an immediate).
@@ -203,7 +174,7 @@ __device__ __forceinline__ void latent_decode_body(const LatentDecodeParams& p, 
 
   for (int t = 0; t < num_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
-    __syncthreads();       // tile t landed; every warp is done with tile t - 1
+    latent_cta_barrier();  // tile t landed; every warp is done with tile t - 1
     issue(t + STAGES - 1);  // into tile t - 1's buffer
     const int n0 = n_first + t * BN, stage = t % STAGES;
     const T* sKt = sK + stage * BN * kPitch;

@@ -467,15 +467,20 @@ def case_args(doc, count=None, out_dir=True, out_file=None):
 def errors_then_gpu_main(doc, op, build_errors, gpu_cases, count, gpu_default=False):
     """The main() of a generator: writes OUT_DIR/<op>_errors.json from build_errors(), and with --gpu (always
     when gpu_default: the op's kernels exist) OUT_DIR/gpu/<op>_grid.json and <op>_small.json from
-    gpu_cases(--count) (a (grid, small) pair; --count defaults to count)."""
+    gpu_cases(--count) (a (grid, small) pair, or (grid, small, hopper grid, hopper small) written as
+    <op>_hopper_grid.json and <op>_hopper_small.json too; --count defaults to count)."""
     ap = case_args(doc, count=count)
     ap.add_argument("--gpu", action="store_true", help="also write the GPU grid and sanitizer set")
     args = ap.parse_args()
     write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), build_errors())
     if args.gpu or gpu_default:
-        grid, small = gpu_cases(args.count)
+        sets = gpu_cases(args.count)
+        grid, small = sets[:2]
         write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"), grid)
         write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"), small)
+        if len(sets) == 4:  # and the hopper backend's copies
+            write_cases(os.path.join(args.out_dir, "gpu", f"{op}_hopper_grid.json"), sets[2])
+            write_cases(os.path.join(args.out_dir, "gpu", f"{op}_hopper_small.json"), sets[3])
     return 0
 
 

@@ -26,7 +26,7 @@ import sys
 from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (Errors, OUTB, POISON, TOL, config_with, edited, errors_then_gpu_main,  # noqa: E402
+from casegen_common import (Errors, pinned_to, OUTB, POISON, TOL, config_with, edited, errors_then_gpu_main,  # noqa: E402
                             normal, random_padded_strides, tensor, values)
 
 OP = "dsa_decode"
@@ -227,7 +227,17 @@ def gpu_cases(count):
                           S_kv=4096, K=2048, D=512, dim_tail=64, stride_kv=1, q_start=3000, causal=True,
                           sm_scale=None, strided=False))
     small = [grid_case(rng, 500 + i, "dsa-decode-small", **random_config(rng, True)) for i in range(20)]
-    return grid, small
+    # The portable grid pins its backend; the hopper copies take every case the hopper kernel serves.
+    # kv_splits: "auto" (small grids mostly split), every fourth case one pass, every seventh 3 splits.
+    for i, c in enumerate(grid + small):
+        c["config"]["backend"] = "portable"
+        if i % 4 == 0:
+            c["config"]["kv_splits"] = 1
+        elif i % 7 == 0:
+            c["config"]["kv_splits"] = 3
+    served = [c for c in grid if c["tensors"]["o"]["shape"][-1] >= 128]
+    served_small = [c for c in small if c["tensors"]["o"]["shape"][-1] >= 128]
+    return (grid, small, [pinned_to(c) for c in served], [pinned_to(c) for c in served_small])
 
 
 def main():

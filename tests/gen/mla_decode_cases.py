@@ -27,7 +27,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (Errors, OUTB, POISON, TOL, edited, errors_then_gpu_main, normal,  # noqa: E402
+from casegen_common import (Errors, pinned_to, OUTB, POISON, TOL, edited, errors_then_gpu_main, normal,  # noqa: E402
                             random_padded_strides, scatter_pages, tensor, values)
 
 OP = "mla_decode"
@@ -241,7 +241,17 @@ def gpu_cases(count):
             kw.update(N_kv=n)
         grid.append(grid_case(rng, count + j, "mla-decode-grid/deepseek", **kw))
     small = [grid_case(rng, 500 + i, "mla-decode-small", **random_config(rng, True)) for i in range(20)]
-    return grid, small
+    # The portable grid pins its backend; the hopper copies take every case the hopper kernel serves.
+    # kv_splits: "auto" (small grids mostly split), every fourth case one pass, every seventh 3 splits.
+    for i, c in enumerate(grid + small):
+        c["config"]["backend"] = "portable"
+        if i % 4 == 0:
+            c["config"]["kv_splits"] = 1
+        elif i % 7 == 0:
+            c["config"]["kv_splits"] = 3
+    served = [c for c in grid if True]
+    served_small = [c for c in small if True]
+    return (grid, small, [pinned_to(c) for c in served], [pinned_to(c) for c in served_small])
 
 
 def main():

@@ -68,19 +68,23 @@ std::vector<std::string> names(const std::vector<attnjit::jit::KernelSpec>& spec
 
 }  // namespace
 
-TEST_CASE("latent decode: the kernels a call selects per kv_splits and arch; backend 'hopper' names its gap") {
+TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and arch; the gaps 'hopper' names") {
   test::TempDir dir("latentsel");
   attnjit::Runtime rt(test::options_in(dir));
   auto& impl = rt.impl();
   const TensorArgs mla = mla_args(DType::kBF16, 512, false);
   using V = std::vector<std::string>;
+  // 'auto' takes the hopper kernel on sm_90a, the portable one elsewhere.
   CHECK(names(impl.op("mla_decode", {})->kernels_for(mla, "sm_90a")) ==
+        V{"mla_decode.hopper.bf16.d512.t64.dense.s3", "mla_decode.hopper.bf16.d512.t64.dense.s3.split",
+          "mla_decode.portable.combine.bf16.d512"});
+  CHECK(names(impl.op("mla_decode", {{"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3", "mla_decode.portable.bf16.d512.t64.dense.s3.split",
           "mla_decode.portable.combine.bf16.d512"});
-  CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a")) ==
+  CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3"});
-  CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.portable.bf16.d512.t64.dense.s3.split", "mla_decode.portable.combine.bf16.d512"});
+  CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "hopper"}})->kernels_for(mla, "sm_90a")) ==
+        V{"mla_decode.hopper.bf16.d512.t64.dense.s3.split", "mla_decode.portable.combine.bf16.d512"});
   // sm_80 allows 163 KB: two key stages at D + PE = 576; sm_86's 99 KB cannot hold them.
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla_args(DType::kF16, 512, true), "sm_80")) ==
         V{"mla_decode.portable.fp16.d512.t64.paged.s2"});
@@ -90,20 +94,28 @@ TEST_CASE("latent decode: the kernels a call selects per kv_splits and arch; bac
   } catch (const attnjit::Unsupported& e) {
     CHECK(test::contains(e.what(), "mla_decode: unsupported: backend 'portable': D 512 + tail 64 needs"));
   }
+  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks).
   const TensorArgs dsa = dsa_args(DType::kF16, 128, 16);
   const nlohmann::json dcfg = {{"dim_tail", 16}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
-  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.portable.fp16.d128.t16.indexed.s3"});
-  for (const char* op : {"mla_decode", "dsa_decode"}) {
-    nlohmann::json cfg = op == std::string("mla_decode") ? nlohmann::json::object() : dcfg;
+  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.hopper.fp16.d128.t16.indexed.s4"});
+  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_80")) == V{"dsa_decode.portable.fp16.d128.t16.indexed.s3"});
+  // What backend 'hopper' cannot serve: another arch, D 64 (its value half would be 32 columns).
+  auto hopper_gap = [&](const char* op, nlohmann::json cfg, const TensorArgs& args, const char* arch) {
     cfg["backend"] = "hopper";
     try {
-      impl.op(op, cfg)->kernels_for(op == std::string("mla_decode") ? mla : dsa, "sm_90a");
-      FAIL("backend 'hopper' planned for " << op);
+      impl.op(op, cfg)->kernels_for(args, arch);
     } catch (const attnjit::Unsupported& e) {
-      INFO(e.what());
-      CHECK(test::starts_with(e.what(), std::string(op) + ": unsupported: backend 'hopper': "));
+      return std::string(e.what());
     }
-  }
+    return std::string("(planned)");
+  };
+  CHECK(hopper_gap("mla_decode", nlohmann::json::object(), mla, "sm_90") ==
+        "mla_decode: unsupported: backend 'hopper': it needs sm_90a (wgmma, TMA), the device is sm_90");
+  const nlohmann::json d64 = {{"dim_tail", 0}, {"stride_kv", 1}, {"q_start_index_s", 0}};
+  CHECK(hopper_gap("dsa_decode", d64, dsa_args(DType::kBF16, 64, 0), "sm_90a") ==
+        "dsa_decode: unsupported: backend 'hopper': it serves D 128, 256 and 512, got D 64");
+  CHECK(names(impl.op("dsa_decode", d64)->kernels_for(dsa_args(DType::kBF16, 64, 0), "sm_90a")).front() ==
+        "dsa_decode.portable.bf16.d64.t0.indexed.s3");
   for (const auto& bad : {nlohmann::json(0), nlohmann::json(129), nlohmann::json(2.5), nlohmann::json("many")}) {
     try {
       impl.op("mla_decode", {{"kv_splits", bad}});
@@ -115,7 +127,7 @@ TEST_CASE("latent decode: the kernels a call selects per kv_splits and arch; bac
 }
 
 // Every variant's registers and spills from ptxas -v. At D 512 a thread holds 128 fp32 accumulators (its
-// half's 256 value columns of 16 rows); the kernels use up to 255 registers. NOTE: the paged split
+// half's 256 value columns of 16 rows, both backends); the kernels use up to 255 registers. NOTE: the paged split
 // kernels keep one 32-bit value in local memory, stored once before the key loop and reloaded once after
 // it (SASS: STL before the loop's first BAR.SYNC, LDL after its back branch); nothing spills in a loop.
 TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except the recorded 4 bytes outside the loop") {
@@ -128,18 +140,25 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
     for (auto& s : v)
       if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
   };
-  for (bool paged : {false, true})
-    for (int64_t D : {128, 512}) take(impl.op("mla_decode", {})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
-  for (auto [D, tail] : {std::pair<int64_t, int64_t>{64, 0}, {128, 16}, {256, 128}, {512, 64}, {512, 128}})
-    take(impl.op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}})
-             ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
-  CHECK(specs.size() == 4 * 2 + 5 * 2 + 6);  // single + split per variant; combines: mla D 128, 512; dsa D 64 .. 512
+  for (const char* backend : {"portable", "hopper"}) {
+    for (bool paged : {false, true})
+      for (int64_t D : {128, 512})
+        take(impl.op("mla_decode", {{"backend", backend}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
+    for (auto [D, tail] : {std::pair<int64_t, int64_t>{64, 0}, {128, 16}, {256, 128}, {512, 64}, {512, 128}}) {
+      if (D == 64 && backend == std::string("hopper")) continue;
+      take(impl.op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", backend}})
+               ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
+    }
+  }
+  // single + split per variant and backend; combines: mla D 128, 512; dsa D 64 .. 512
+  CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + 6);
   attnjit::jit::NvrtcCompiler compiler;
   for (const auto& s : specs) {
     const auto r = compiler.compile(s);
     INFO(s.describe() << "\n" << r.log);
     CHECK(test::contains(r.log, "registers"));
-    if (test::contains(s.name, ".paged.") && test::contains(s.name, ".split") && test::contains(s.name, ".d512."))
+    if (test::contains(s.name, ".portable.") && test::contains(s.name, ".paged.") && test::contains(s.name, ".split") &&
+        test::contains(s.name, ".d512."))
       CHECK(test::contains(r.log, "8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads"));
     else
       CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores"));
@@ -152,14 +171,19 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
   std::set<std::string> mla, dsa;
   for (const auto& s : attnjit::detail::find_op("mla_decode").default_matrix("sm_90a")) mla.insert(s.name);
   for (const auto& s : attnjit::detail::find_op("dsa_decode").default_matrix("sm_90a")) dsa.insert(s.name);
-  CHECK(mla.size() == 10);
-  CHECK(dsa.size() == 6);
+  CHECK(mla.size() == 18);
+  CHECK(dsa.size() == 10);
   for (const char* dt : {"bf16", "fp16"}) {
-    for (const char* mode : {"dense", "paged"})
-      for (const char* split : {"", ".split"})
-        CHECK(mla.count(fmt::format("mla_decode.portable.{}.d512.t64.{}.s3{}", dt, mode, split)) == 1);
+    for (const char* backend : {"portable", "hopper"})
+      for (const char* split : {"", ".split"}) {
+        for (const char* mode : {"dense", "paged"})
+          CHECK(mla.count(fmt::format("mla_decode.{}.{}.d512.t64.{}.s3{}", backend, dt, mode, split)) == 1);
+        CHECK(dsa.count(fmt::format("dsa_decode.{}.{}.d512.t64.indexed.s3{}", backend, dt, split)) == 1);
+      }
     CHECK(mla.count(fmt::format("mla_decode.portable.combine.{}.d512", dt)) == 1);
-    CHECK(dsa.count(fmt::format("dsa_decode.portable.{}.d512.t64.indexed.s3", dt)) == 1);
-    CHECK(dsa.count(fmt::format("dsa_decode.portable.{}.d512.t64.indexed.s3.split", dt)) == 1);
+    CHECK(dsa.count(fmt::format("dsa_decode.portable.combine.{}.d512", dt)) == 1);
   }
+  // Other archs: the portable kernels only.
+  for (const auto& s : attnjit::detail::find_op("mla_decode").default_matrix("sm_80"))
+    CHECK(test::contains(s.name, ".portable."));
 }

@@ -54,8 +54,33 @@ int parse_latent_kv_splits(const char* op, const detail::ConfigReader& r) {
   return static_cast<int>(n);
 }
 
-int LatentKernelChoice::smem_bytes() const { return kernels::latent_smem_bytes(D + tail, stages); }
-int LatentKernelChoice::threads() const { return kernels::kLatentWarps * 32; }
+int LatentKernelChoice::smem_bytes() const {
+  return hopper ? kernels::latent_hopper_smem_bytes(D + tail, stages) : kernels::latent_smem_bytes(D + tail, stages);
+}
+int LatentKernelChoice::threads() const { return hopper ? kernels::kLatentHopperThreads : kernels::kLatentWarps * 32; }
+
+std::string latent_hopper_gap(const LatentShape& s, const std::string& arch) {
+  if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
+  if (s.D != 128 && s.D != 256 && s.D != 512) return fmt::format("it serves D 128, 256 and 512, got D {}", s.D);
+  return "";
+}
+
+LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch) {
+  if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
+  LatentKernelChoice k;
+  k.dtype = s.dtype;
+  k.D = s.D;
+  k.tail = s.tail;
+  k.mode = s.mode;
+  k.split = split;
+  k.hopper = true;
+  k.arch = arch;
+  const int budget = arch_facts(arch).max_smem_per_block;
+  k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4) <= budget   ? 4
+             : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3) <= budget ? 3
+                                                                             : 2;
+  return k;
+}
 
 LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bool split, const std::string& arch) {
   require_portable_arch(op, arch);
@@ -77,12 +102,13 @@ LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bo
 }
 
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) {
+  const char* backend = k.hopper ? "hopper" : "portable";
   jit::KernelSpec s;
   s.op = op;
-  s.template_file = "mla/latent_decode.cuh";
-  s.entry = fmt::format("attnjit::kernels::latent_decode<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
-                        k.tail, k.mode, k.stages, k.split);
-  s.fields = {{"backend", "portable"},
+  s.template_file = k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh";
+  s.entry = fmt::format("attnjit::kernels::{}<{}, {}, {}, {}, {}, {}>", k.hopper ? "latent_decode_hopper" : "latent_decode",
+                        device_type_name(k.dtype), k.D, k.tail, k.mode, k.stages, k.split);
+  s.fields = {{"backend", backend},
               {"dtype", std::string(dtype_name(k.dtype))},
               {"head_dim", std::to_string(k.D)},
               {"tail_dim", std::to_string(k.tail)},
@@ -90,30 +116,40 @@ jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) 
               {"stages", std::to_string(k.stages)},
               {"split", k.split ? "1" : "0"}};
   s.arch = k.arch;
-  s.name = fmt::format("{}.portable.{}.d{}.t{}.{}.s{}{}", op, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
+  s.name = fmt::format("{}.{}.{}.d{}.t{}.{}.s{}{}", op, backend, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
                        k.stages, k.split ? ".split" : "");
   return s;
 }
 
 std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D, int tail, int mode, bool combine,
                                                  const std::string& arch) {
+  // The hopper kernels where the target runs them, then the portable ones (the 'portable' backend and
+  // other archs).
   LatentShape s;
   s.dtype = dt;
   s.D = D;
   s.tail = tail;
   s.mode = mode;
-  std::vector<jit::KernelSpec> specs = {latent_kernel_spec(op, choose_latent_kernel(op, s, false, arch)),
-                                        latent_kernel_spec(op, choose_latent_kernel(op, s, true, arch))};
+  std::vector<jit::KernelSpec> specs;
+  if (latent_hopper_gap(s, arch).empty())
+    for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch)));
+  for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, s, split, arch)));
   if (combine) specs.push_back(combine_kernel_spec(op, dt, D, arch));
   return specs;
 }
 
 namespace {
 
-void check_backend(const char* op, detail::Backend backend) {
-  if (backend == detail::Backend::kHopper)
-    throw_hopper_gap(op, "the hopper kernel of this op is not built yet (compiled kernels: portable); use backend "
-                         "'auto' or 'portable'");
+// Whether a call takes the hopper kernel: 'hopper' does (or raises its gap), 'auto' wherever it serves
+// the call, 'portable' never.
+bool use_hopper(const char* op, detail::Backend backend, const LatentShape& s, const std::string& arch) {
+  return pick_hopper(op, backend, [&] { return latent_hopper_gap(s, arch); }, [] { return true; });
+}
+
+LatentKernelChoice choose_for(const char* op, detail::Backend backend, const LatentShape& s, bool split,
+                              const std::string& arch) {
+  return use_hopper(op, backend, s, arch) ? choose_latent_hopper(op, s, split, arch)
+                                          : choose_latent_kernel(op, s, split, arch);
 }
 
 // The split count of a call: explicit, or "auto" (choose_splits' wave model over the key tiles; at most
@@ -138,18 +174,19 @@ size_t workspace_for(const LatentShape& s, int splits) {
 
 class LatentPlan final : public detail::PlanImpl {
  public:
-  LatentPlan(OpContext& ctx, const char* op, const LatentShape& shape, int kv_splits, LatentFill fill)
+  LatentPlan(OpContext& ctx, const char* op, const LatentShape& shape, int kv_splits, detail::Backend backend,
+             LatentFill fill)
       : op_(op), shape_(shape), kv_splits_(kv_splits), sm_count_(ctx.sm_count(shape.device)), fill_(std::move(fill)),
         ws_(op, shape.device) {
     const std::string arch = ctx.arch_for_device(shape.device);
     if (kv_splits != 1) {
-      split_ = choose_latent_kernel(op, shape, true, arch);
+      split_ = choose_for(op, backend, shape, true, arch);
       split_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, split_), shape.device);
       require_dynamic_smem(op, *split_kernel_, split_kernel_->compiled->spec, split_.smem_bytes());
       combine_kernel_ = ctx.kernels().loaded(combine_kernel_spec(op, shape.dtype, shape.D, arch), shape.device);
     }
     if (kv_splits == 1 || kv_splits == kLatentAutoSplits) {
-      single_ = choose_latent_kernel(op, shape, false, arch);
+      single_ = choose_for(op, backend, shape, false, arch);
       single_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, single_), shape.device);
       require_dynamic_smem(op, *single_kernel_, single_kernel_->compiled->spec, single_.smem_bytes());
     }
@@ -245,18 +282,16 @@ class LatentPlan final : public detail::PlanImpl {
 
 std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
                                                          int kv_splits, detail::Backend backend, LatentFill fill) {
-  check_backend(op, backend);
-  return std::make_shared<LatentPlan>(ctx, op, shape, kv_splits, std::move(fill));
+  return std::make_shared<LatentPlan>(ctx, op, shape, kv_splits, backend, std::move(fill));
 }
 
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
                                                detail::Backend backend, const std::string& arch) {
-  check_backend(op, backend);
   std::vector<jit::KernelSpec> specs;
   if (kv_splits == 1 || kv_splits == kLatentAutoSplits)
-    specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, shape, false, arch)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, false, arch)));
   if (kv_splits != 1) {
-    specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, shape, true, arch)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, true, arch)));
     specs.push_back(combine_kernel_spec(op, shape.dtype, shape.D, arch));
   }
   return specs;

@@ -48,6 +48,10 @@ struct LatentKernelChoice {
 
 // The portable choice for `s` on `arch` (Unsupported when the device cannot hold even two key stages).
 LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bool split, const std::string& arch);
+// Why the hopper kernel cannot serve `s` on `arch` ("" when it can): sm_90a, D 128, 256 or 512.
+std::string latent_hopper_gap(const LatentShape& s, const std::string& arch);
+// The hopper choice (Unsupported naming the gap when there is one).
+LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch);
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k);
 // The warm-up entries of one (dtype, D, tail, mode): the single-pass and split kernels, and the combine
 // when `combine` (it depends on dtype and D only).
