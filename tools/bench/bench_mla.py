@@ -18,8 +18,8 @@ Counts, per call (see docs/performance.md):
               g = H / H_kv, i.e. 2 B S H topk (D + tail) + 2 B S H topk D; cache bytes = V (D + tail) * 2.
 GB/s credits every row with the same cache bytes (the peers read and write more).
 
-The case lists and the counts need no torch; `python3 tools/bench/bench_mla.py --self-test [--lib PATH]`
-checks them, and where torch is importable (a CPU build will do) checks the peer compositions against a
+The case lists and the counts need no torch; `python3 tools/bench/bench_mla.py --self-test [--lib PATH]
+[--cli build/bin/attnjit]` checks them (and that `attnjit bench`'s suites list the same cases and counts), and where torch is importable (a CPU build will do) checks the peer compositions against a
 float64 loop and attnjit's CPU reference, and runs every suite's row logic end to end on tiny CPU cases.
 """
 from __future__ import annotations
@@ -654,8 +654,41 @@ def _check_peers(lib):
     print(f"row logic: ok ({len(rows)} rows from 3 tiny CPU cases)")
 
 
-def self_test(lib=None):
+def _check_cli(cli):
+    """`attnjit bench --suite mla_decode --suite dsa_decode --json F` (without a GPU: every case "skipped" with
+    its counts) lists the same cases with the same FLOP and byte counts as this module."""
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.json")
+        subprocess.run([cli, "bench", "--suite", "mla_decode", "--suite", "dsa_decode", "--json", path], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            got = json.load(f)
+    want = {}
+    for c in mla_cases(False):
+        for b in ("portable", "hopper"):
+            what = (f"mla_decode bf16 B{c['B']} H{c['H']}/{c['H_kv']} D{c['D']}+{c['PE']} N{c['N_kv']}"
+                    + (f" paged PS{c['PS']}" if c["PS"] else "") + f" {b}")
+            want[("mla_decode", what)] = (mla_flops(c), mla_cache_bytes(c))
+    for c in dsa_cases(False):
+        for b in ("portable", "hopper"):
+            what = (f"dsa_decode bf16 B{c['B']} S{c['S']} H{c['H']}/{c['H_kv']} D{c['D']}+{c['tail']} topk{c['topk']} "
+                    f"S_kv{c['S_kv']} causal {b}")
+            want[("dsa_decode", what)] = (dsa_flops(c), dsa_cache_bytes(c))
+    have = {(op, what): (v["flops"], v["cache_bytes"]) for op in ("mla_decode", "dsa_decode")
+            for what, v in got.get(op, {}).items()}
+    assert set(have) == set(want), sorted(set(have) ^ set(want))
+    bad = {k: (have[k], want[k]) for k in want if have[k] != want[k]}
+    assert not bad, bad
+    print(f"cli: ok ({len(have)} rows of `{os.path.basename(cli)} bench` with this module's cases and counts)")
+
+
+def self_test(lib=None, cli=None):
     _check_counts()
+    if cli is not None:
+        _check_cli(cli)
     if torch is None:
         print(f"peers: skipped (no torch: {_TORCH_ERROR})")
         return 0
@@ -674,9 +707,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--self-test", action="store_true", help="check the cases, counts and compositions (CPU)")
     ap.add_argument("--lib", default=None, help="libattnjit.so for the reference comparison")
+    ap.add_argument("--cli", default=None, help="the attnjit CLI (e.g. build/bin/attnjit): compare its cases and "
+                    "counts with this module's (on a machine without a GPU, where it only lists them)")
     a = ap.parse_args()
     if not a.self_test:
         ap.print_help()
         print("\nrun the suites through tools/bench/bench_torch.py --suite mla_decode|dsa_decode")
         sys.exit(0)
-    sys.exit(self_test(a.lib))
+    sys.exit(self_test(a.lib, a.cli))
