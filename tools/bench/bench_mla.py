@@ -337,7 +337,7 @@ def _time_ours(rt, op, tensors, out, peer_out, row, args, configs):
             row(label, t, got, f"plan_create {plan_s * 1e3:.0f} ms (incl. JIT)", extra=extra)
         except Exception as e:  # noqa: BLE001
             if _is_unsupported(e):
-                row(label, error=f"unsupported: {e.message}", extra={"config": cfg, "check": "unsupported"})
+                row(label, error=f"ATTNJIT_UNSUPPORTED: {e.message}", extra={"config": cfg, "check": "unsupported"})
             else:
                 row(label, error=f"{type(e).__name__}: {e}", extra={"config": cfg})
         finally:
@@ -346,8 +346,17 @@ def _time_ours(rt, op, tensors, out, peer_out, row, args, configs):
 
 
 def _finish(case_rows, peer_impl):
-    peer_ms = next((r["ms"] for r in case_rows if r["impl"] == peer_impl and r.get("ms") and not r.get("error")),
-                   None)
+    """Ratios (peer time / row time) against the named peer (ratio) and, where an SDPA row ran, against it
+    (ratio_sdpa, also at the head of the note); ours first, then the peers."""
+    def ms_of(pred):
+        return next((r["ms"] for r in case_rows if pred(r["impl"]) and r.get("ms") and not r.get("error")), None)
+
+    peer_ms = ms_of(lambda impl: impl == peer_impl)
+    sdpa_ms = ms_of(lambda impl: impl.startswith("sdpa "))
+    for r in case_rows:
+        if sdpa_ms and r.get("ms") and not r.get("error") and not r["impl"].startswith("sdpa "):
+            r["ratio_sdpa"] = sdpa_ms / r["ms"]
+            r["note"] = f"{r['ratio_sdpa']:.2f}x sdpa; " + r["note"]
     case_rows.sort(key=lambda r: 0 if r["impl"].startswith("attnjit") else 1)  # ours first, then the peers
     add_with_ratio(case_rows, peer_ms, add_row)
 
@@ -632,15 +641,26 @@ def _check_peers(lib):
             fn()
         return {"ms": (time.perf_counter() - t0) / 3 * 1e3, "min_ms": None, "reps": 3, "method": "cpu (self-test)"}
 
+    class UnsupportedHopper:
+        """The runtime, except that backend 'hopper' raises ATTNJIT_UNSUPPORTED as an op without its kernel does."""
+
+        def plan(self, op, cfg, tensors):
+            if cfg.get("backend") == "hopper":
+                raise aj.AttnjitError("attnjit_plan_create", 2, f"{op}: unsupported: impl 'kernel' (backend "
+                                      "'hopper'): no GPU kernel is built yet for this op")
+            return rt.plan(op, cfg, tensors)
+
     DEVICE = "cpu"
-    globals()["OUR_CONFIGS"] = (("attnjit reference", {"impl": "reference"}), ("attnjit portable", {"backend": "portable"}))
+    globals()["OUR_CONFIGS"] = (("attnjit reference", {"impl": "reference"}), ("attnjit portable", {"backend": "portable"}),
+                                ("attnjit hopper", {"backend": "hopper"}))
     bench_common.bench = cpu_bench
     bench_common.ROWS.clear()
     try:
         args = types.SimpleNamespace(min_reps=3, no_ref=False, rt_error=None)
-        run_mla_case(rt, dict(c, B=2, N_kv=40), args)
-        run_mla_case(rt, dict(cp, B=2, N_kv=40), args)
-        run_dsa_case(rt, dict(d, S=1, stride_kv=1), args)
+        fake = UnsupportedHopper()
+        run_mla_case(fake, dict(c, B=2, N_kv=40), args)
+        run_mla_case(fake, dict(cp, B=2, N_kv=40), args)
+        run_dsa_case(fake, dict(d, S=1, stride_kv=1), args)
         rows = list(bench_common.ROWS)
     finally:
         DEVICE, globals()["OUR_CONFIGS"], bench_common.bench = saved[0], saved[1], saved[2]
@@ -649,6 +669,9 @@ def _check_peers(lib):
     ref_rows = [r for r in rows if r["impl"] == "attnjit reference"]
     assert len(ref_rows) == 3 and all(r.get("check") == "ok" and r["err_ref"] < 1e-2 for r in ref_rows), ref_rows
     assert all(r.get("error") for r in rows if r["impl"] == "attnjit portable")  # host tensors: a device error
+    hop = [r for r in rows if r["impl"] == "attnjit hopper"]
+    assert len(hop) == 3 and all(r.get("check") == "unsupported" and r["error"].startswith("ATTNJIT_UNSUPPORTED: ")
+                                 for r in hop), hop
     assert all(r.get("tflops") and r.get("gbs") for r in rows if r["impl"] in ("torch", "attnjit reference"))
     assert any(r["impl"].startswith("sdpa") and not r.get("error") for r in rows)
     print(f"row logic: ok ({len(rows)} rows from 3 tiny CPU cases)")
