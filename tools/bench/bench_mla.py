@@ -19,8 +19,10 @@ Counts, per call (see docs/performance.md):
 GB/s credits every row with the same cache bytes (the peers read and write more).
 
 The case lists and the counts need no torch; `python3 tools/bench/bench_mla.py --self-test [--lib PATH]
-[--cli build/bin/attnjit]` checks them (and that `attnjit bench`'s suites list the same cases and counts), and where torch is importable (a CPU build will do) checks the peer compositions against a
-float64 loop and attnjit's CPU reference, and runs every suite's row logic end to end on tiny CPU cases.
+[--cli build/bin/attnjit]` checks them (and that `attnjit bench`'s suites list the same cases and counts).
+Where torch is importable (a CPU build will do) it also runs every full-size case's inputs and
+compositions on the meta device, checks the compositions against a float64 loop and attnjit's CPU
+reference on tiny problems, and runs the suites' row logic end to end on tiny CPU cases.
 """
 from __future__ import annotations
 
@@ -522,11 +524,39 @@ def _check_counts():
     print("counts: ok (8 + 4 mla_decode cases, 2 + 1 dsa_decode cases)")
 
 
+def _check_meta():
+    """Every full-size case's inputs and compositions on the meta device (shapes and dtypes, no data): the
+    suites' code paths at the real sizes, including bmm's out_dtype path."""
+    saved = dict(_BMM_OUT_DTYPE)
+    try:
+        for c in mla_cases(False):
+            t = mla_inputs(c, "meta")
+            assert {n: tuple(x.shape) for n, x in t.items()} == mla_shapes(c)
+            ins = (t["q"], t["q_pe"], t["k"], t["k_pe"], t.get("block_table"), c["N_kv"])
+            o, r = mla_torch(*ins), mla_torch(*ins, precise=True)
+            qq, kk, vv = mla_sdpa_inputs(*ins)
+            sd = F.scaled_dot_product_attention(qq, kk, vv, scale=1.0)
+            assert o.shape == r.shape == sd.reshape(o.shape).shape == t["o"].shape
+            assert o.dtype == torch.bfloat16 and r.dtype == torch.float32
+        for c in dsa_cases(False):
+            t = dsa_inputs(c, "meta")
+            assert {n: tuple(x.shape) for n, x in t.items()} == dsa_shapes(c)
+            cfg = dsa_config(c)
+            ins = (t["q"], t["kv"], t["indices"], cfg["dim_tail"], cfg["stride_kv"], cfg["q_start_index_s"],
+                   cfg["is_causal"])
+            o, r = dsa_torch(*ins), dsa_torch(*ins, precise=True)
+            assert o.shape == r.shape == t["o"].shape and o.dtype == torch.bfloat16
+    finally:
+        _BMM_OUT_DTYPE.clear()
+        _BMM_OUT_DTYPE.update(saved)
+    print("full-size cases on the meta device: ok (inputs, peers, references, sdpa inputs)")
+
+
 def _np_mla(q, q_pe, k, k_pe):
     """float64 loop over (b, h) straight from docs/ops/mla_decode.md (contiguous cache, S_q = 1)."""
     import numpy as np
     B, H, D = q.shape
-    N, H_kv = k.shape[1], k.shape[2]
+    H_kv = k.shape[2]
     g = H // H_kv
     o = np.zeros((B, H, D))
     for b in range(B):
@@ -721,6 +751,7 @@ def self_test(lib=None, cli=None):
             lib = aj.find_library(None)
         except Exception as e:  # noqa: BLE001
             print(f"attnjit reference: skipped ({type(e).__name__}: {e})")
+    _check_meta()
     _check_peers(lib)
     return 0
 
