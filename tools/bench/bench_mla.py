@@ -4,7 +4,7 @@ each query row attends to the cache rows its index list names), each vs a PyTorc
 process, on the same tensors.
 
 Rows per case: `attnjit portable` and `attnjit hopper` (one plan per explicit backend; a backend that
-raises ATTNJIT_UNSUPPORTED gives a row saying so), `torch` (the named peer: cat / gather, fp32 logits
+raises ATTNJIT_UNSUPPORTED gives a row saying so; each carries the torch peer's peer_us, peer_tflops, peer_gbs), `torch` (the named peer: cat / gather, fp32 logits
 through torch.bmm, fp32 softmax, bf16 probabilities @ V) and, for mla_decode, `sdpa <BACKEND>`
 (scaled_dot_product_attention with the heads of a KV head as its query rows, the first backend that
 accepts the call). Every output is checked against an fp32 reference (err_ref) and ours against the
@@ -12,7 +12,8 @@ torch peer's output (err_peer < 2e-2, else WRONG) before timing. Peers are timed
 (the concatenation, and for a paged cache the gather through block_table, inside the timed region); the
 peer row's prep_ms is that preparation alone.
 
-Counts, per call (see docs/performance.md):
+Figures per row: us (and ms), tflops, gbs (of cache read), their fractions of the ceilings. Counts, per call
+(see docs/performance.md):
   mla_decode  FLOPs = 2 B S_q H N_kv (D + PE) + 2 B S_q H N_kv D; cache bytes = B N_kv H_kv (D + PE) * 2.
   dsa_decode  over the valid selected slots V (all B S H_kv topk here): FLOPs = 2 g V (D + tail) + 2 g V D,
               g = H / H_kv, i.e. 2 B S H topk (D + tail) + 2 B S H topk D; cache bytes = V (D + tail) * 2.
@@ -302,11 +303,12 @@ def _sync():
 def _rate(flops, cache_bytes):
     """A result_row rate: TFLOP/s and GB/s of cache read, and their fractions of the ceilings."""
     def rate(r, t):
+        r["us"] = t["ms"] * 1e3
         r["tflops"] = per_second(flops, t, 1e12)
         r["frac_of_gemm_ceiling"] = r["tflops"] / GEMM_CEILING_TFLOPS
         r["gbs"] = per_second(cache_bytes, t, 1e9)
         r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
-        return f"{r['gbs']:.0f} GB/s cache read; "
+        return f"{r['us']:.1f} us, {r['gbs']:.0f} GB/s cache read; "
     return rate
 
 
@@ -349,13 +351,17 @@ def _time_ours(rt, op, tensors, out, peer_out, row, args, configs):
 
 def _finish(case_rows, peer_impl):
     """Ratios (peer time / row time) against the named peer (ratio) and, where an SDPA row ran, against it
-    (ratio_sdpa, also at the head of the note); ours first, then the peers."""
-    def ms_of(pred):
-        return next((r["ms"] for r in case_rows if pred(r["impl"]) and r.get("ms") and not r.get("error")), None)
+    (ratio_sdpa, also at the head of the note); every attnjit row also carries the named peer's figures
+    (peer_us, peer_tflops, peer_gbs); ours first, then the peers."""
+    def timed(pred):
+        return next((r for r in case_rows if pred(r["impl"]) and r.get("ms") and not r.get("error")), None)
 
-    peer_ms = ms_of(lambda impl: impl == peer_impl)
-    sdpa_ms = ms_of(lambda impl: impl.startswith("sdpa "))
+    peer_row, sdpa_row = timed(lambda impl: impl == peer_impl), timed(lambda impl: impl.startswith("sdpa "))
+    peer_ms = peer_row["ms"] if peer_row else None
+    sdpa_ms = sdpa_row["ms"] if sdpa_row else None
     for r in case_rows:
+        if peer_row is not None and r["impl"].startswith("attnjit"):
+            r.update(peer_us=peer_row["us"], peer_tflops=peer_row["tflops"], peer_gbs=peer_row["gbs"])
         if sdpa_ms and r.get("ms") and not r.get("error") and not r["impl"].startswith("sdpa "):
             r["ratio_sdpa"] = sdpa_ms / r["ms"]
             r["note"] = f"{r['ratio_sdpa']:.2f}x sdpa; " + r["note"]
@@ -702,7 +708,10 @@ def _check_peers(lib):
     hop = [r for r in rows if r["impl"] == "attnjit hopper"]
     assert len(hop) == 3 and all(r.get("check") == "unsupported" and r["error"].startswith("ATTNJIT_UNSUPPORTED: ")
                                  for r in hop), hop
-    assert all(r.get("tflops") and r.get("gbs") for r in rows if r["impl"] in ("torch", "attnjit reference"))
+    assert all(r.get("tflops") and r.get("gbs") and r.get("us") for r in rows
+               if r["impl"] in ("torch", "attnjit reference"))
+    assert all(r["peer_us"] == next(p["us"] for p in rows if p["impl"] == "torch" and p["shape"] == r["shape"])
+               for r in ref_rows)
     assert any(r["impl"].startswith("sdpa") and not r.get("error") for r in rows)
     print(f"row logic: ok ({len(rows)} rows from 3 tiny CPU cases)")
 

@@ -102,9 +102,9 @@ void time_backends(Runtime& rt, int reps, const char* op, const TensorArgs& args
     const double ms = time_ms(3, reps, [&] { plan.execute(args, nullptr); });
     const double tflops = flops / (ms * 1e-3) / 1e12, gbs = bytes / (ms * 1e-3) / 1e9;
     rows.push_back({what, fmt::format("{:.1f} TF/s", tflops),
-                    fmt::format("{:.0f} GB/s cache read, {:.4f} ms; {}", gbs, ms,
+                    fmt::format("{:.0f} GB/s cache read, {:.1f} us; {}", gbs, ms * 1e3,
                                 plan.describe().substr(plan.describe().find(": ") + 2))});
-    out[op][what] = {{"ms", ms}, {"tflops", tflops}, {"gbs", gbs}, {"flops", flops}, {"cache_bytes", bytes}};
+    out[op][what] = {{"us", ms * 1e3}, {"tflops", tflops}, {"gbs", gbs}, {"flops", flops}, {"cache_bytes", bytes}};
   }
 }
 
