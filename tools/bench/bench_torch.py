@@ -4,7 +4,7 @@
 Run on the GPU host (H200; PyTorch with CUDA, Triton, cuDNN):
 
     python3 tools/bench/bench_torch.py --lib build/libattnjit.so \
-        [--suite gqa|gqa_bwd|paged_kv_write|lightning_indexer|all] [--json out.json] [--quick]
+        [--suite gqa|gqa_bwd|paged_kv_write|lightning_indexer|mla_decode|dsa_decode|all] [--json out.json] [--quick]
 
 Suites
   gqa             gqa_fwd (bf16, BSHD, GQA) vs torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2,
@@ -50,6 +50,20 @@ Suites
                   chunk appended to a cache of 0, 4096 and 12288 tokens, beside our gqa_fwd and torch SDPA
                   FLASH (FA2, the named peer; lower-right causal bias when old > 0) on the same dense problem;
                   TFLOP/s = 4 B H D x visible pairs; the appended pool rows are checked against k_new / v_new.
+  mla_decode      mla_decode (bf16, H_kv 1, D 512, PE 64, one query token per request: B 64 / 128 x N_kv 4096 /
+                  8192 at H 128, B 64 at H 16, B 1 x 65536, and a paged cache of page 64 in a shuffled block_table
+                  at B 64 x 4096) on backends portable and hopper (each its own row; ATTNJIT_UNSUPPORTED gives a
+                  row saying so), vs the PyTorch composition (the named peer: gather, q|q_pe and k|k_pe
+                  concatenated, fp32 logits by torch.bmm, fp32 softmax, bf16 P @ k; all timed, prep_ms alone) and
+                  SDPA (the first backend that takes E 576 / Ev 512). Ours checked against the peer (rel L2 < 2e-2,
+                  else WRONG); all against an fp32 reference. TFLOP/s = (2 B H N_kv (D + PE) + 2 B H N_kv D) / time;
+                  GB/s = the latent cache read once, B N_kv H_kv (D + PE) * 2 bytes, credited to every row.
+  dsa_decode      dsa_decode (bf16, S 1, H 128, H_kv 1, D 512, dim_tail 64, topk 2048 distinct random valid
+                  indices of S_kv 65536, causal with q_start_index_s = S_kv - 1; B 64 and 8) on portable and
+                  hopper vs the PyTorch composition (torch.gather of the selected rows, masked fp32 softmax, P @ V
+                  with V = kv[..., :D]). TFLOP/s over the valid selected slots: 2 B S H topk (D + tail) +
+                  2 B S H topk D; GB/s = B S H_kv topk (D + tail) * 2 bytes of selected rows.
+                  Both: tools/bench/bench_mla.py (--self-test checks its cases, counts and compositions on the CPU).
 
 Timing (GPU.md "Measuring"): CUDA events after warm-up, the median of >= 20 repetitions
 (triton.testing.do_bench with L2 flushed before every repetition, its rep time stretched so that
@@ -69,7 +83,7 @@ Ceilings measured on the host: bf16 dense GEMM 801 TFLOP/s, device-to-device cop
 Modules (tools/bench/): bench_common.py (timing, checks, rows), one per family with its suites:
 bench_dense.py (gqa, gqa_bwd), bench_paged.py (decode, prefill_append), bench_kv_cache.py (paged_kv_write),
 bench_indexer.py (lightning_indexer), bench_torch_fp8_indexer.py (fp8_lightning_indexer, topk_select),
-bench_bsa.py (bsa, bsa_bwd); attnjit_ctypes.py is the binding they call.
+bench_bsa.py (bsa, bsa_bwd), bench_mla.py (mla_decode, dsa_decode); attnjit_ctypes.py is the binding they call.
 """
 from __future__ import annotations
 
@@ -90,6 +104,7 @@ from bench_dense import (case_name, gqa_bwd_cases, gqa_bwd_name, gqa_cases, run_
                          run_gqa_case)
 from bench_indexer import run_lightning_indexer  # noqa: E402
 from bench_kv_cache import run_paged_kv_write  # noqa: E402
+from bench_mla import dsa_cases, dsa_name, mla_cases, mla_name, run_dsa_case, run_mla_case  # noqa: E402
 from bench_paged import (decode_cases, decode_name, prefill_append_cases, prefill_append_name,  # noqa: E402
                          run_decode_case, run_prefill_append_case)
 
@@ -100,11 +115,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=None, help="libattnjit.so (default: $ATTNJIT_LIB, then <repo>/build)")
     ap.add_argument("--suite", choices=("gqa", "gqa_bwd", "paged_kv_write", "lightning_indexer", "bsa", "bsa_bwd",
-                                        "decode", "prefill_append", "fp8_lightning_indexer", "topk_select", "all"),
+                                        "decode", "prefill_append", "fp8_lightning_indexer", "topk_select",
+                                        "mla_decode", "dsa_decode", "all"),
                     default="all")
     ap.add_argument("--json", default=None, help="write every result (and the environment) here")
     ap.add_argument("--quick", action="store_true",
-                    help="a reduced set: D=128 S=4096 causal/full/window/softcap (gqa_bwd: causal/full)")
+                    help="a reduced set: D=128 S=4096 causal/full/window/softcap (gqa_bwd: causal/full; "
+                         "mla_decode: one case of each kind; dsa_decode: B 8)")
     ap.add_argument("--options", default=None, help="attnjit RuntimeOptions as JSON, e.g. '{\"log_level\":\"warn\"}'")
     ap.add_argument("--min-reps", type=int, default=20, help="at least this many timed repetitions (default 20)")
     ap.add_argument("--l2", choices=("flush", "stream"), default="flush",
@@ -190,6 +207,12 @@ def main():
             for c in prefill_append_cases(args.quick):
                 run_case("prefill_append", prefill_append_name(c), prefill_append_name(c),
                          lambda: run_prefill_append_case(rt, c, args))
+        if args.suite in ("mla_decode", "all"):
+            for c in mla_cases(args.quick):
+                run_case("mla_decode", mla_name(c), mla_name(c), lambda: run_mla_case(rt, c, args))
+        if args.suite in ("dsa_decode", "all"):
+            for c in dsa_cases(args.quick):
+                run_case("dsa_decode", dsa_name(c), dsa_name(c), lambda: run_dsa_case(rt, c, args))
     finally:
         print_table()
         if args.json:

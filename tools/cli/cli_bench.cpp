@@ -541,6 +541,9 @@ bool wants(const BenchArgs& a, const char* suite) {
 // tools/cli/bench_fp8_indexer.cpp: the fp8_lightning_indexer and topk_select suites.
 void indexer_benches(Runtime& rt, int reps, bool fp8, bool topk, std::vector<std::array<std::string, 3>>& rows,
                      nlohmann::json& out);
+// tools/cli/bench_mla.cpp: the mla_decode and dsa_decode suites (rt == nullptr: no GPU, rows "skipped").
+void mla_benches(Runtime* rt, int reps, bool mla, bool dsa, const std::string& no_gpu,
+                 std::vector<std::array<std::string, 3>>& rows, nlohmann::json& out);
 
 namespace {
 
@@ -579,7 +582,19 @@ int run_bench(const BenchArgs& a) {
       indexer_benches(rt, a.reps, wants(a, "fp8_lightning_indexer"), wants(a, "topk_select"), r3, out);
       for (auto& r : r3) rows.push_back({r[0], r[1], r[2]});
     }
-  } else if (wants(a, "runtime")) {
+    if (wants(a, "mla_decode") || wants(a, "dsa_decode")) {
+      std::vector<std::array<std::string, 3>> r3;
+      mla_benches(&rt, a.reps, wants(a, "mla_decode"), wants(a, "dsa_decode"), "", r3, out);
+      for (auto& r : r3) rows.push_back({r[0], r[1], r[2]});
+    }
+  } else if (!a.suites.empty() && (wants(a, "mla_decode") || wants(a, "dsa_decode"))) {
+    // Asked for by name without a GPU: each case a "skipped" row with its FLOP and byte counts.
+    std::vector<std::array<std::string, 3>> r3;
+    mla_benches(nullptr, a.reps, wants(a, "mla_decode"), wants(a, "dsa_decode"),
+                drv.available() ? "no device" : drv.unavailable_reason(), r3, out);
+    for (auto& r : r3) rows.push_back({r[0], r[1], r[2]});
+  }
+  if (!gpu && wants(a, "runtime")) {
     // Without a GPU, plan() on the reference path still measures validation + signature + lookup.
     Runtime rt;
     std::vector<uint16_t> k(64 * 8 * 128), pool(8 * 16 * 8 * 128);
@@ -610,9 +625,9 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure compile/load/plan/execute costs and op bandwidth (GPU figures need a GPU)");
-  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer, fp8_lightning_indexer, topk_select (repeatable; default: all)")
+  cmd->add_option("--suite", args->suites, "runtime, paged_kv_write, gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer, fp8_lightning_indexer, topk_select, mla_decode, dsa_decode (repeatable; default: all)")
       ->check(CLI::IsMember({"runtime", "paged_kv_write", "gqa", "gqa_bwd", "bsa", "bsa_bwd", "lightning_indexer",
-                                 "fp8_lightning_indexer", "topk_select"}));
+                                 "fp8_lightning_indexer", "topk_select", "mla_decode", "dsa_decode"}));
   cmd->add_option("--json", args->json_out, "Also write the figures as JSON here");
   add_cache_dir_option(cmd);
   cmd->add_option("--reps", args->reps, "Timed repetitions (median reported)");
