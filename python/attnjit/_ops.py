@@ -339,36 +339,38 @@ def gqa_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, lse: Tensor,
 
 
 def mla_decode(q: Tensor, q_pe: Tensor, k: Tensor, k_pe: Tensor, cache_seqlens: Optional[Tensor] = None,
-               block_table: Optional[Tensor] = None, *, validate_inputs: bool = False, out: Any = None,
-               impl: Optional[str] = None, backend: str = "auto", stream: Any = None,
-               runtime: Optional[Runtime] = None) -> Tensor:
+               block_table: Optional[Tensor] = None, *, validate_inputs: bool = False,
+               kv_splits: Union[int, str] = "auto", out: Any = None, impl: Optional[str] = None,
+               backend: str = "auto", stream: Any = None, runtime: Optional[Runtime] = None) -> Tensor:
     """Multi-head latent attention decode: q [B, H, D] (or [B, S_q, H, D]), q_pe [..., H, 64], the latent
     cache k [B, N_kv, H_kv, D] (keys and values) and k_pe [B, N_kv, H_kv, 64] -> o with q's shape.
     Extensions (docs/ops/mla_decode.md): cache_seqlens [B] int32 per-request lengths; with block_table
     [B, W] int32, k and k_pe are page pools [NP, PS, H_kv, D / 64]; S_q > 1 query tokens are the last S_q
-    cache positions (causal). SPEC.md 2.13. Only impl "reference" (CPU) is built so far."""
+    cache positions (causal); kv_splits 1..128 or "auto" (split-KV). SPEC.md 2.13."""
     o = _out(out, 1, "mla_decode")[0]
     if o is None:
         o = empty(q, q.shape, dtype_of(q))
     call("mla_decode", (("q", q), ("q_pe", q_pe), ("k", k), ("k_pe", k_pe), ("cache_seqlens", cache_seqlens),
                         ("block_table", block_table)),
-         (("validate_inputs", validate_inputs),), impl, backend, (("o", o),), stream, runtime)
+         (("validate_inputs", validate_inputs), ("kv_splits", kv_splits)), impl, backend, (("o", o),), stream,
+         runtime)
     return o
 
 
 def dsa_decode(q: Tensor, kv: Tensor, indices: Tensor, *, dim_tail: int, stride_kv: int, q_start_index_s: int,
-               sm_scale: Optional[float] = None, is_causal: bool = True, out: Any = None, impl: Optional[str] = None,
-               backend: str = "auto", stream: Any = None, runtime: Optional[Runtime] = None) -> Tensor:
+               sm_scale: Optional[float] = None, is_causal: bool = True, kv_splits: Union[int, str] = "auto",
+               out: Any = None, impl: Optional[str] = None, backend: str = "auto", stream: Any = None,
+               runtime: Optional[Runtime] = None) -> Tensor:
     """DeepSeek sparse attention decode: q [B, S, H, D + dim_tail], kv [B, S_kv, H_kv, D + dim_tail],
     indices [B, S, H_kv, K] int32 (invalid entries, e.g. -1, are skipped) -> o [B, S, H, D]. dim_tail,
-    stride_kv and q_start_index_s are required; is_causal defaults to True. SPEC.md 2.18. Only impl
-    "reference" (CPU) is built so far."""
+    stride_kv and q_start_index_s are required; is_causal defaults to True; kv_splits 1..128 or "auto"
+    (split-KV over the index slots). SPEC.md 2.18."""
     o = _out(out, 1, "dsa_decode")[0]
     if o is None:
         o = empty(q, tuple(q.shape[:3]) + (q.shape[3] - dim_tail,), dtype_of(q))
     call("dsa_decode", (("q", q), ("kv", kv), ("indices", indices)),
          (("dim_tail", dim_tail), ("stride_kv", stride_kv), ("q_start_index_s", q_start_index_s),
-          ("sm_scale", sm_scale), ("is_causal", is_causal)),
+          ("sm_scale", sm_scale), ("is_causal", is_causal), ("kv_splits", kv_splits)),
          impl, backend, (("o", o),), stream, runtime)
     return o
 
