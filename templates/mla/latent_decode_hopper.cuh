@@ -2,8 +2,8 @@
 // on wgmma.
 //
 // A CTA of two warpgroups attends kLatentBM (64) query rows of one KV head (the rows and key slots of the
-// portable kernel, mla/latent_slots.cuh) to runs of kLatentHopperBN (32) key slots. Warpgroup h computes
-// its half of the D + TAIL depth of S = Q K^T (m64n32k16, both operands from shared memory), the two
+// portable kernel, mla/latent_slots.cuh) to runs of BN (32, or 48) key slots. Warpgroup h computes
+// its half of the D + TAIL depth of S = Q K^T (m64nBNk16, both operands from shared memory), the two
 // halves are summed through shared memory (each warpgroup then holds the whole S: the same sum in both),
 // both run the same online softmax (hopper/attention_core.cuh's hopper_softmax), and warpgroup h adds P
 // V for value columns [h D / 2, (h + 1) D / 2) (m64n{D/2}k16, P from registers, V N-major): 128 fp32
@@ -23,14 +23,15 @@
 
 namespace attnjit::kernels {
 
-template <typename T, int D, int TAIL, int MODE, int STAGES, bool SPLIT>
+template <typename T, int D, int TAIL, int MODE, int STAGES, bool SPLIT, int BN>
 __global__ void __launch_bounds__(kLatentHopperThreads, 1)
     latent_decode_hopper(const __grid_constant__ LatentDecodeParams p) {
   static_assert(sizeof(T) == 2, "latent_decode_hopper: 16-bit operands");
   static_assert(D == 128 || D == 256 || D == 512, "latent_decode_hopper: D is 128, 256 or 512");
   static_assert(TAIL % 16 == 0 && TAIL >= 0 && TAIL <= 128, "latent_decode_hopper: TAIL is a multiple of 16 in [0, 128]");
   static_assert(STAGES >= 2 && STAGES <= 4, "latent_decode_hopper: 2 to 4 key-tile stages");
-  constexpr int BM = kLatentBM, BN = kLatentHopperBN;
+  static_assert(BN == 32 || BN == 48, "latent_decode_hopper: 32- or 48-key tiles");
+  constexpr int BM = kLatentBM;
   constexpr int DQK = D + TAIL, DP = latent_hopper_depth(DQK);  // depth, padded to 64-column blocks
   constexpr int KB = DP / 64;                                    // 64-column blocks of a row
   constexpr int KSH = DP / 32;                                   // k16 steps of one half of the depth

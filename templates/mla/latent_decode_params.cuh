@@ -29,16 +29,17 @@ ATTNJIT_HD constexpr int latent_smem_bytes(int dqk, int stages) {
          + stages * kLatentBN * 4;                                 // slot validity flags
 }
 
-// Geometry of the hopper kernel: 64 query rows and 32 key slots per tile, two warpgroups (the halves of
-// the QK depth, then of the value columns); rows padded to whole 64-column (128-byte) swizzle blocks.
+// Geometry of the hopper kernel: 64 query rows and BN (32 by default, or 48) key slots per tile, two
+// warpgroups (the halves of the QK depth, then of the value columns); rows padded to whole 64-column
+// (128-byte) swizzle blocks.
 constexpr int kLatentHopperBN = 32;
 constexpr int kLatentHopperThreads = 256;
 ATTNJIT_HD constexpr int latent_hopper_depth(int dqk) { return (dqk + 63) / 64 * 64; }
-ATTNJIT_HD constexpr int latent_hopper_smem_bytes(int dqk, int stages) {
-  return 1024                                                              // 1024-byte alignment slack
-         + (kLatentBM + stages * kLatentHopperBN) * latent_hopper_depth(dqk) * 2  // Q, key ring
-         + 2 * (kLatentHopperBN / 2) * 128 * 4                             // the S halves' exchange
-         + stages * kLatentHopperBN * 4;                                   // slot validity flags
+ATTNJIT_HD constexpr int latent_hopper_smem_bytes(int dqk, int stages, int bn) {
+  return 1024                                                  // 1024-byte alignment slack
+         + (kLatentBM + stages * bn) * latent_hopper_depth(dqk) * 2  // Q, key ring
+         + 2 * (bn / 2) * 128 * 4                              // the S halves' exchange
+         + stages * bn * 4;                                    // slot validity flags
 }
 
 struct LatentDecodeParams {

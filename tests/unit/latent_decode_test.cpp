@@ -187,3 +187,22 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
   for (const auto& s : attnjit::detail::find_op("mla_decode").default_matrix("sm_80"))
     CHECK(test::contains(s.name, ".portable."));
 }
+
+TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (32 or 48)") {
+  test::TempDir dir("latenttile");
+  auto opts = test::options_in(dir);
+  opts.tune = R"({"latent_tile": 48})";
+  attnjit::Runtime rt(opts);
+  const TensorArgs mla = mla_args(DType::kBF16, 512, false);
+  // 48-key stages: two fit in 227 KB at D + PE = 576.
+  CHECK(names(rt.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a")) ==
+        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2.bn48"});
+  opts.tune = R"({"latent_tile": 40})";
+  attnjit::Runtime bad(opts);
+  try {
+    bad.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a");
+    FAIL("latent_tile 40 accepted");
+  } catch (const attnjit::InvalidArgument& e) {
+    CHECK(std::string(e.what()) == "mla_decode: param: tune.latent_tile: expected 32 or 48 key slots, got 40");
+  }
+}

@@ -21,6 +21,7 @@ Tuning Tuning::from_env() {
   if (auto v = env::get("ATTNJIT_TUNE_DECODE_TILE")) t.decode_tile = v;
   if (auto v = env::get("ATTNJIT_TUNE_DECODE_SPLITS")) t.decode_splits = env::parse_nonneg_int("ATTNJIT_TUNE_DECODE_SPLITS", v);
   if (auto v = env::get("ATTNJIT_TUNE_LI_FORCE_SLAB")) t.li_force_slab = env::parse_bool("ATTNJIT_TUNE_LI_FORCE_SLAB", v);
+  if (auto v = env::get("ATTNJIT_TUNE_LATENT_TILE")) t.latent_tile = env::parse_nonneg_int("ATTNJIT_TUNE_LATENT_TILE", v);
   return t;
 }
 
@@ -36,9 +37,13 @@ Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
           throw nlohmann::json::type_error::create(302, "splits", nullptr);
         t.decode_splits = v.get<int>();
       } else if (k == "li_force_slab") t.li_force_slab = v.get<bool>();
-      else
+      else if (k == "latent_tile") {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1024)
+          throw nlohmann::json::type_error::create(302, "latent_tile", nullptr);
+        t.latent_tile = v.get<int>();
+      } else
         throw InvalidArgument(fmt::format("options: param: tune.{}: expected one of gqa_tile, decode_tile, "
-                                          "decode_splits, li_force_slab, got an unknown key", k));
+                                          "decode_splits, li_force_slab, latent_tile, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: tune.{}: wrong type, got {}", k, v.dump()));
     }

@@ -20,6 +20,9 @@ struct Tuning {
   // ATTNJIT_TUNE_LI_FORCE_SLAB / "li_force_slab": tests only; lightning_indexer plans take the two-kernel
   // slab path even where the fused kernel fits.
   bool li_force_slab = false;
+  // ATTNJIT_TUNE_LATENT_TILE / "latent_tile": the key slots per tile of mla_decode's and dsa_decode's
+  // hopper kernel, 32 or 48; 0 = the planner's (32).
+  int latent_tile = 0;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

@@ -55,7 +55,7 @@ int parse_latent_kv_splits(const char* op, const detail::ConfigReader& r) {
 }
 
 int LatentKernelChoice::smem_bytes() const {
-  return hopper ? kernels::latent_hopper_smem_bytes(D + tail, stages) : kernels::latent_smem_bytes(D + tail, stages);
+  return hopper ? kernels::latent_hopper_smem_bytes(D + tail, stages, bn) : kernels::latent_smem_bytes(D + tail, stages);
 }
 int LatentKernelChoice::threads() const { return hopper ? kernels::kLatentHopperThreads : kernels::kLatentWarps * 32; }
 
@@ -65,8 +65,11 @@ std::string latent_hopper_gap(const LatentShape& s, const std::string& arch) {
   return "";
 }
 
-LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch) {
+LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
+                                        int bn) {
   if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
+  if (bn != 32 && bn != 48)
+    throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32 or 48 key slots, got {}", op, bn));
   LatentKernelChoice k;
   k.dtype = s.dtype;
   k.D = s.D;
@@ -74,11 +77,12 @@ LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bo
   k.mode = s.mode;
   k.split = split;
   k.hopper = true;
+  k.bn = bn;
   k.arch = arch;
   const int budget = arch_facts(arch).max_smem_per_block;
-  k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4) <= budget   ? 4
-             : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3) <= budget ? 3
-                                                                             : 2;
+  k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4, bn) <= budget   ? 4
+             : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3, bn) <= budget ? 3
+                                                                                 : 2;
   return k;
 }
 
@@ -106,8 +110,9 @@ jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) 
   jit::KernelSpec s;
   s.op = op;
   s.template_file = k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh";
-  s.entry = fmt::format("attnjit::kernels::{}<{}, {}, {}, {}, {}, {}>", k.hopper ? "latent_decode_hopper" : "latent_decode",
-                        device_type_name(k.dtype), k.D, k.tail, k.mode, k.stages, k.split);
+  s.entry = fmt::format("attnjit::kernels::{}<{}, {}, {}, {}, {}, {}{}>", k.hopper ? "latent_decode_hopper" : "latent_decode",
+                        device_type_name(k.dtype), k.D, k.tail, k.mode, k.stages, k.split,
+                        k.hopper ? fmt::format(", {}", k.bn) : "");
   s.fields = {{"backend", backend},
               {"dtype", std::string(dtype_name(k.dtype))},
               {"head_dim", std::to_string(k.D)},
@@ -115,9 +120,11 @@ jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) 
               {"kv_mode", mode_name(k.mode)},
               {"stages", std::to_string(k.stages)},
               {"split", k.split ? "1" : "0"}};
+  if (k.hopper) s.fields.push_back({"block_n", std::to_string(k.bn)});
   s.arch = k.arch;
-  s.name = fmt::format("{}.{}.{}.d{}.t{}.{}.s{}{}", op, backend, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
-                       k.stages, k.split ? ".split" : "");
+  s.name = fmt::format("{}.{}.{}.d{}.t{}.{}.s{}{}{}", op, backend, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
+                       k.stages, k.hopper && k.bn != kernels::kLatentHopperBN ? fmt::format(".bn{}", k.bn) : "",
+                       k.split ? ".split" : "");
   return s;
 }
 
@@ -132,10 +139,16 @@ std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D
   s.mode = mode;
   std::vector<jit::KernelSpec> specs;
   if (latent_hopper_gap(s, arch).empty())
-    for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch)));
+    for (bool split : {false, true})
+      specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch, kernels::kLatentHopperBN)));
   for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, s, split, arch)));
   if (combine) specs.push_back(combine_kernel_spec(op, dt, D, arch));
   return specs;
+}
+
+int hopper_bn(OpContext& ctx) {
+  const int t = ctx.tuning().latent_tile;
+  return t ? t : kernels::kLatentHopperBN;
 }
 
 namespace {
@@ -147,8 +160,8 @@ bool use_hopper(const char* op, detail::Backend backend, const LatentShape& s, c
 }
 
 LatentKernelChoice choose_for(const char* op, detail::Backend backend, const LatentShape& s, bool split,
-                              const std::string& arch) {
-  return use_hopper(op, backend, s, arch) ? choose_latent_hopper(op, s, split, arch)
+                              const std::string& arch, int hopper_bn) {
+  return use_hopper(op, backend, s, arch) ? choose_latent_hopper(op, s, split, arch, hopper_bn)
                                           : choose_latent_kernel(op, s, split, arch);
 }
 
@@ -180,13 +193,13 @@ class LatentPlan final : public detail::PlanImpl {
         ws_(op, shape.device) {
     const std::string arch = ctx.arch_for_device(shape.device);
     if (kv_splits != 1) {
-      split_ = choose_for(op, backend, shape, true, arch);
+      split_ = choose_for(op, backend, shape, true, arch, hopper_bn(ctx));
       split_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, split_), shape.device);
       require_dynamic_smem(op, *split_kernel_, split_kernel_->compiled->spec, split_.smem_bytes());
       combine_kernel_ = ctx.kernels().loaded(combine_kernel_spec(op, shape.dtype, shape.D, arch), shape.device);
     }
     if (kv_splits == 1 || kv_splits == kLatentAutoSplits) {
-      single_ = choose_for(op, backend, shape, false, arch);
+      single_ = choose_for(op, backend, shape, false, arch, hopper_bn(ctx));
       single_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, single_), shape.device);
       require_dynamic_smem(op, *single_kernel_, single_kernel_->compiled->spec, single_.smem_bytes());
     }
@@ -286,12 +299,12 @@ std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const c
 }
 
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
-                                               detail::Backend backend, const std::string& arch) {
+                                               detail::Backend backend, const std::string& arch, int hopper_bn) {
   std::vector<jit::KernelSpec> specs;
   if (kv_splits == 1 || kv_splits == kLatentAutoSplits)
-    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, false, arch)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, false, arch, hopper_bn)));
   if (kv_splits != 1) {
-    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, true, arch)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, true, arch, hopper_bn)));
     specs.push_back(combine_kernel_spec(op, shape.dtype, shape.D, arch));
   }
   return specs;

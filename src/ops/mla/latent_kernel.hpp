@@ -41,6 +41,7 @@ struct LatentKernelChoice {
   int D = 0, tail = 0, mode = 0, stages = 3;
   bool split = false;
   bool hopper = false;
+  int bn = kernels::kLatentHopperBN;  // hopper: key slots per tile
   std::string arch;
   int smem_bytes() const;
   int threads() const;
@@ -51,7 +52,8 @@ LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bo
 // Why the hopper kernel cannot serve `s` on `arch` ("" when it can): sm_90a, D 128, 256 or 512.
 std::string latent_hopper_gap(const LatentShape& s, const std::string& arch);
 // The hopper choice (Unsupported naming the gap when there is one).
-LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch);
+LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
+                                        int bn);
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k);
 // The warm-up entries of one (dtype, D, tail, mode): the single-pass and split kernels, and the combine
 // when `combine` (it depends on dtype and D only).
@@ -65,8 +67,10 @@ using LatentFill = std::function<LatentShape(const TensorArgs& tensors, void* st
                                              kernels::LatentDecodeParams& p)>;
 std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
                                                          int kv_splits, detail::Backend backend, LatentFill fill);
-// The kernels make_latent_plan would load for `shape`.
+// The kernels make_latent_plan would load for `shape` (hopper_bn: the hopper kernel's key tile, the
+// tuning map's latent_tile or kLatentHopperBN).
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
-                                               detail::Backend backend, const std::string& arch);
+                                               detail::Backend backend, const std::string& arch, int hopper_bn);
+int hopper_bn(OpContext& ctx);
 
 }  // namespace attnjit::ops
