@@ -134,6 +134,12 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     const auto o = options_from({{"tune", {{"li_force_slab", true}}}}, RuntimeOptions::from_env());
     CHECK(attnjit::ops::Tuning::read(attnjit::ops::Tuning::parse_text(o.tune)).li_force_slab);
   }
+  SUBCASE("ATTNJIT_TUNE_LATENT_TILE") {
+    env.set("ATTNJIT_TUNE_LATENT_TILE", "48");
+    CHECK(attnjit::ops::Tuning::read(nullptr).latent_tile == 48);
+    CHECK(attnjit::ops::Tuning::read({{"latent_tile", 32}}).latent_tile == 32);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"latent_tile", "wide"}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
