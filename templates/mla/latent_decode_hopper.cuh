@@ -114,14 +114,19 @@ __global__ void __launch_bounds__(kLatentHopperThreads, 1)
     }
   }
   static_assert(kCh % 8 == 0, "latent_decode_hopper: rows are whole 64-column blocks");
+  // Tile t's BN rows, 32 a pass (eight threads a row).
   auto issue = [&](int t) {
     if (t < num_tiles) {
-      const int row = tid / 8;
-      const T* main = nullptr;
-      const T* tail = nullptr;
-      const bool ok = slots.resolve(p, n_first + t * BN + row, main, tail);
-      load_row(sK + (t % STAGES) * kStageBytes, BN, row, ok, main, tail);
-      if (MODE == kLatentIndexed && tid % 8 == 0) sValid[(t % STAGES) * BN + row] = ok;
+#pragma unroll
+      for (int pass = 0; pass < (BN + 31) / 32; ++pass) {
+        const int row = tid / 8 + 32 * pass;
+        if (BN % 32 != 0 && row >= BN) break;
+        const T* main = nullptr;
+        const T* tail = nullptr;
+        const bool ok = slots.resolve(p, n_first + t * BN + row, main, tail);
+        load_row(sK + (t % STAGES) * kStageBytes, BN, row, ok, main, tail);
+        if (MODE == kLatentIndexed && tid % 8 == 0) sValid[(t % STAGES) * BN + row] = ok;
+      }
     }
     cp_async_commit();
   };

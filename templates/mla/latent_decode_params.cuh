@@ -29,10 +29,10 @@ ATTNJIT_HD constexpr int latent_smem_bytes(int dqk, int stages) {
          + stages * kLatentBN * 4;                                 // slot validity flags
 }
 
-// Geometry of the hopper kernel: 64 query rows and BN (32 by default, or 48) key slots per tile, two
+// Geometry of the hopper kernel: 64 query rows and BN (48 by default, or 32) key slots per tile, two
 // warpgroups (the halves of the QK depth, then of the value columns); rows padded to whole 64-column
 // (128-byte) swizzle blocks.
-constexpr int kLatentHopperBN = 32;
+constexpr int kLatentHopperBN = 48;
 constexpr int kLatentHopperThreads = 256;
 ATTNJIT_HD constexpr int latent_hopper_depth(int dqk) { return (dqk + 63) / 64 * 64; }
 ATTNJIT_HD constexpr int latent_hopper_smem_bytes(int dqk, int stages, int bn) {

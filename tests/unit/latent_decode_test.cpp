@@ -76,7 +76,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   using V = std::vector<std::string>;
   // 'auto' takes the hopper kernel on sm_90a, the portable one elsewhere.
   CHECK(names(impl.op("mla_decode", {})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s3", "mla_decode.hopper.bf16.d512.t64.dense.s3.split",
+        V{"mla_decode.hopper.bf16.d512.t64.dense.s2", "mla_decode.hopper.bf16.d512.t64.dense.s2.split",
           "mla_decode.portable.combine.bf16.d512"});
   CHECK(names(impl.op("mla_decode", {{"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3", "mla_decode.portable.bf16.d512.t64.dense.s3.split",
@@ -84,7 +84,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3"});
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "hopper"}})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s3.split", "mla_decode.portable.combine.bf16.d512"});
+        V{"mla_decode.hopper.bf16.d512.t64.dense.s2.split", "mla_decode.portable.combine.bf16.d512"});
   // sm_80 allows 163 KB: two key stages at D + PE = 576; sm_86's 99 KB cannot hold them.
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla_args(DType::kF16, 512, true), "sm_80")) ==
         V{"mla_decode.portable.fp16.d512.t64.paged.s2"});
@@ -94,7 +94,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   } catch (const attnjit::Unsupported& e) {
     CHECK(test::contains(e.what(), "mla_decode: unsupported: backend 'portable': D 512 + tail 64 needs"));
   }
-  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks).
+  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks); four 48-key stages.
   const TensorArgs dsa = dsa_args(DType::kF16, 128, 16);
   const nlohmann::json dcfg = {{"dim_tail", 16}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
   CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.hopper.fp16.d128.t16.indexed.s4"});
@@ -176,9 +176,10 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
   for (const char* dt : {"bf16", "fp16"}) {
     for (const char* backend : {"portable", "hopper"})
       for (const char* split : {"", ".split"}) {
+        const char* stages = backend == std::string("hopper") ? "s2" : "s3";
         for (const char* mode : {"dense", "paged"})
-          CHECK(mla.count(fmt::format("mla_decode.{}.{}.d512.t64.{}.s3{}", backend, dt, mode, split)) == 1);
-        CHECK(dsa.count(fmt::format("dsa_decode.{}.{}.d512.t64.indexed.s3{}", backend, dt, split)) == 1);
+          CHECK(mla.count(fmt::format("mla_decode.{}.{}.d512.t64.{}.{}{}", backend, dt, mode, stages, split)) == 1);
+        CHECK(dsa.count(fmt::format("dsa_decode.{}.{}.d512.t64.indexed.{}{}", backend, dt, stages, split)) == 1);
       }
     CHECK(mla.count(fmt::format("mla_decode.portable.combine.{}.d512", dt)) == 1);
     CHECK(dsa.count(fmt::format("dsa_decode.portable.combine.{}.d512", dt)) == 1);
@@ -188,15 +189,15 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
     CHECK(test::contains(s.name, ".portable."));
 }
 
-TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (32 or 48)") {
+TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (48, or 32)") {
   test::TempDir dir("latenttile");
   auto opts = test::options_in(dir);
-  opts.tune = R"({"latent_tile": 48})";
+  opts.tune = R"({"latent_tile": 32})";
   attnjit::Runtime rt(opts);
   const TensorArgs mla = mla_args(DType::kBF16, 512, false);
-  // 48-key stages: two fit in 227 KB at D + PE = 576.
+  // 32-key stages: three fit in 227 KB at D + PE = 576 (48-key ones: two).
   CHECK(names(rt.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a")) ==
-        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2.bn48"});
+        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s3.bn32"});
   opts.tune = R"({"latent_tile": 40})";
   attnjit::Runtime bad(opts);
   try {

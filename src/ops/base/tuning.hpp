@@ -21,7 +21,7 @@ struct Tuning {
   // slab path even where the fused kernel fits.
   bool li_force_slab = false;
   // ATTNJIT_TUNE_LATENT_TILE / "latent_tile": the key slots per tile of mla_decode's and dsa_decode's
-  // hopper kernel, 32 or 48; 0 = the planner's (32).
+  // hopper kernel, 48 or 32; 0 = the planner's (48).
   int latent_tile = 0;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
