@@ -66,47 +66,11 @@ __device__ __forceinline__ void latent_decode_body(const LatentDecodeParams& p, 
   int* sValid = reinterpret_cast<int*>(sX + kLatentWarps * kNT * 32);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, rw = warp % 4;
-  const int b = blockIdx.z;
-  const int s_tok = MODE == kLatentIndexed ? static_cast<int>(blockIdx.y) / p.h_kv : 0;
-  const int r = MODE == kLatentIndexed ? static_cast<int>(blockIdx.y) - s_tok * p.h_kv : static_cast<int>(blockIdx.y);
-  const int g = p.group;
-  const int rows = MODE == kLatentIndexed ? g : p.s_q * g;  // the (b, r[, s]) row block
-  const int n_mt = (rows + BM - 1) / BM;
-  const int split = static_cast<int>(blockIdx.x) / n_mt, m_base = (static_cast<int>(blockIdx.x) - split * n_mt) * BM;
-
-  // Key slots [0, n_keys) and, for mla_decode, the end of each row's view: token t sees positions
-  // < vis_base + t (cache position len - S_q + t is its own).
-  LatentSlots<T, MODE> slots;
-  int vis_base = 0;
-  const T* kbase = static_cast<const T*>(p.k);
-  const T* ktbase = static_cast<const T*>(p.k_tail);
-  if constexpr (MODE == kLatentIndexed) {
-    slots.n_keys = p.n_slots;
-    slots.kb = kbase + b * p.k_sb + r * p.k_sh;
-    slots.ktb = ktbase + b * p.kt_sb + r * p.kt_sh;
-    slots.idx = p.indices + b * p.idx_sb + s_tok * p.idx_ss + r * p.idx_sh;
-    slots.q_pos1 = static_cast<long long>(p.q_start) + s_tok + 1;
-  } else {
-    const int len = p.seqlens ? p.seqlens[b * p.seqlens_s] : p.n_kv;
-    vis_base = len - p.s_q + 1;
-    const int t_last = min(p.s_q - 1, (min(rows, m_base + BM) - 1) / g);
-    slots.n_keys = max(0, min(len, vis_base + t_last));
-    if constexpr (MODE == kLatentPaged) {
-      slots.kb = kbase + r * p.k_sh;
-      slots.ktb = ktbase + r * p.kt_sh;
-      slots.table = p.block_table + b * p.bt_sb;
-    } else {
-      slots.kb = kbase + b * p.k_sb + r * p.k_sh;
-      slots.ktb = ktbase + b * p.kt_sb + r * p.kt_sh;
-    }
-  }
-  int num_tiles = (slots.n_keys + BN - 1) / BN, n_first = 0;
-  if constexpr (SPLIT) {
-    const int per = (num_tiles + p.n_splits - 1) / p.n_splits;
-    const int first = min(num_tiles, split * per);
-    num_tiles = min(num_tiles, first + per) - first;
-    n_first = first * BN;
-  }
+  const LatentCoords c = latent_coords<MODE, BM>(p);
+  const int b = c.b, s_tok = c.s_tok, r = c.r, g = c.g, rows = c.rows, m_base = c.m_base;
+  const LatentRun<T, MODE, BM, BN, SPLIT> run(p, c);
+  const auto& slots = run.slots;
+  const int vis_base = run.vis_base, num_tiles = run.num_tiles, n_first = run.n_first;
 
   // Q: rows m_base .. + BM, eight threads a row, two passes of 32 rows.
   {
@@ -264,13 +228,8 @@ __device__ __forceinline__ void latent_decode_body(const LatentDecodeParams& p, 
   // recomputed from blockIdx and the parameters (free to read): keeping them live across the loop costs
   // registers the main loop needs at D 512.
   {
-    const int b = blockIdx.z;
-    const int s_tok = MODE == kLatentIndexed ? static_cast<int>(blockIdx.y) / p.h_kv : 0;
-    const int r = MODE == kLatentIndexed ? static_cast<int>(blockIdx.y) - s_tok * p.h_kv : static_cast<int>(blockIdx.y);
-    const int g = p.group;
-    const int rows = MODE == kLatentIndexed ? g : p.s_q * g;
-    const int n_mt = (rows + BM - 1) / BM;
-    const int split = static_cast<int>(blockIdx.x) / n_mt, m_base = (static_cast<int>(blockIdx.x) - split * n_mt) * BM;
+    const LatentCoords c = latent_coords<MODE, BM>(p);
+    const int b = c.b, s_tok = c.s_tok, r = c.r, g = c.g, rows = c.rows, split = c.split, m_base = c.m_base;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float l = l_i[0][hf];

@@ -2,6 +2,8 @@
 // the OpDefinition factory.
 #pragma once
 #include <fmt/format.h>
+
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -55,6 +57,31 @@ inline void require_dynamic_smem(const char* op, const jit::LoadedKernel& kernel
     throw Unsupported(fmt::format("{}: kernel {} needs {} bytes of shared memory, the device allows {}", op,
                                   spec.describe(), bytes, kernel.max_dynamic_smem_bytes));
   set_max_dynamic_smem(kernel, bytes);
+}
+
+// The `kv_splits` key of a split-KV op: absent gives `absent`, "auto" `auto_value`, else an integer in
+// [1, max]. Raises "<op>: param: kv_splits: expected an integer in [1, max] or "auto", got ...".
+inline int read_kv_splits(const char* op, const detail::ConfigReader& r, int max, int auto_value, int absent) {
+  if (!r.has("kv_splits")) return absent;
+  auto bad = [&](const std::string& got) {
+    return InvalidArgument(
+        fmt::format("{}: param: kv_splits: expected an integer in [1, {}] or \"auto\", got {}", op, max, got));
+  };
+  double n = 0;
+  try {
+    n = r.get_number("kv_splits", 1);
+  } catch (const InvalidArgument&) {
+    std::string s;
+    try {
+      s = r.get_string("kv_splits", "");
+    } catch (const InvalidArgument&) {
+      throw bad("a value that is neither");
+    }
+    if (s != "auto") throw bad(fmt::format("\"{}\"", s));
+    return auto_value;
+  }
+  if (n != std::floor(n) || n < 1 || n > max) throw bad(fmt::format("{}", n));
+  return static_cast<int>(n);
 }
 
 // The OpDefinition of `name`: create() makes an `Op(ctx, extra..., config)`.

@@ -47,27 +47,7 @@ BsaFwdConfig parse_config(const detail::ConfigReader& r) {
   c.shared = parse_bsa_shared_config(kOp, r);
   c.allow_empty = r.get_bool("allow_empty_block_nums", false);
   c.validate_inputs = r.get_bool("validate_inputs", false);
-  if (r.has("kv_splits")) {
-    auto bad = [](const std::string& got) {
-      return InvalidArgument(fmt::format("{}: param: kv_splits: expected an integer in [1, 256] or \"auto\", got {}", kOp, got));
-    };
-    double n = 0;
-    try {
-      n = r.get_number("kv_splits", 1);
-    } catch (const InvalidArgument&) {
-      std::string s;
-      try {
-        s = r.get_string("kv_splits", "");
-      } catch (const InvalidArgument&) {
-        throw bad("a value that is neither");
-      }
-      if (s != "auto") throw bad(fmt::format("\"{}\"", s));
-      c.kv_splits = kAutoSplits;
-      return c;
-    }
-    if (n != std::floor(n) || n < 1 || n > 256) throw bad(fmt::format("{}", n));
-    c.kv_splits = static_cast<int>(n);
-  }
+  c.kv_splits = read_kv_splits(kOp, r, 256, kAutoSplits, 1);
   return c;
 }
 

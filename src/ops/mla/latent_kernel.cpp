@@ -33,25 +33,7 @@ int64_t partial_bytes(const LatentShape& s, int splits) {
 }  // namespace
 
 int parse_latent_kv_splits(const char* op, const detail::ConfigReader& r) {
-  if (!r.has("kv_splits")) return kLatentAutoSplits;
-  auto bad = [op](const std::string& got) {
-    return InvalidArgument(fmt::format("{}: param: kv_splits: expected an integer in [1, 128] or \"auto\", got {}", op, got));
-  };
-  double n = 0;
-  try {
-    n = r.get_number("kv_splits", 1);
-  } catch (const InvalidArgument&) {
-    std::string s;
-    try {
-      s = r.get_string("kv_splits", "");
-    } catch (const InvalidArgument&) {
-      throw bad("a value that is neither");
-    }
-    if (s != "auto") throw bad(fmt::format("\"{}\"", s));
-    return kLatentAutoSplits;
-  }
-  if (n != std::floor(n) || n < 1 || n > 128) throw bad(fmt::format("{}", n));
-  return static_cast<int>(n);
+  return read_kv_splits(op, r, 128, kLatentAutoSplits, kLatentAutoSplits);
 }
 
 int LatentKernelChoice::smem_bytes() const {
@@ -65,20 +47,30 @@ std::string latent_hopper_gap(const LatentShape& s, const std::string& arch) {
   return "";
 }
 
-LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
-                                        int bn) {
-  if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
-  if (bn != 32 && bn != 48)
-    throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32 or 48 key slots, got {}", op, bn));
+namespace {
+
+// The fields every choice takes from the shape.
+LatentKernelChoice choice_for(const LatentShape& s, bool split, const std::string& arch) {
   LatentKernelChoice k;
   k.dtype = s.dtype;
   k.D = s.D;
   k.tail = s.tail;
   k.mode = s.mode;
   k.split = split;
+  k.arch = arch;
+  return k;
+}
+
+}  // namespace
+
+LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
+                                        int bn) {
+  if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
+  if (bn != 32 && bn != 48)
+    throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32 or 48 key slots, got {}", op, bn));
+  LatentKernelChoice k = choice_for(s, split, arch);
   k.hopper = true;
   k.bn = bn;
-  k.arch = arch;
   const int budget = arch_facts(arch).max_smem_per_block;
   k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4, bn) <= budget   ? 4
              : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3, bn) <= budget ? 3
@@ -88,13 +80,7 @@ LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bo
 
 LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bool split, const std::string& arch) {
   require_portable_arch(op, arch);
-  LatentKernelChoice k;
-  k.dtype = s.dtype;
-  k.D = s.D;
-  k.tail = s.tail;
-  k.mode = s.mode;
-  k.split = split;
-  k.arch = arch;
+  LatentKernelChoice k = choice_for(s, split, arch);
   const int budget = arch_facts(arch).max_smem_per_block;
   const int dqk = s.D + s.tail;
   k.stages = kernels::latent_smem_bytes(dqk, 3) <= budget ? 3 : 2;
