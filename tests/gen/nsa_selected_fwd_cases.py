@@ -5,7 +5,7 @@
 Writes:
   tests/cases/gpu/nsa_selected_fwd_grid.json   >= 150 random configurations compared kernel vs CPU
                         reference on the same random inputs (no golden): fp16 / bf16, D 64 / 128, group
-                        size 16 / 32 / 64 with H_kv 1 / 2 / 4, causal and not, block_size 1 / 3 / 16 / 32 /
+                        size 16 / 32 / 64 (48 and 128 on every eighth seed) with H_kv 1 / 2 / 4, causal and not, block_size 1 / 3 / 16 / 32 /
                         64 / 128, SEL 1..16, 1-6 requests (empty ones, lengths not multiples of the block
                         size), per-row counts below SEL with junk (valid ids, -1, huge values) in the unread
                         suffix, -1 padding, future blocks, repeated ids on some, padded (class F) strides,
@@ -17,8 +17,7 @@ Writes:
                         hold a byte pattern (a rejected call writes nothing). Device-only rules are
                         gpu_only; a non-finite scale, device placement, overlapping outputs and the kernel
                         impl's Unsupported error are covered by tests/unit/nsa_test.cpp.
-No GPU kernel exists yet: the grid and small files wait for it (a GPU run of them fails with Unsupported
-until then).
+The grid and small files run with the default backend ('auto': the portable kernel on every arch).
 
 Usage: python3 tests/gen/nsa_selected_fwd_cases.py [--out-dir tests/cases]
 """
@@ -144,6 +143,11 @@ def build_errors():
 
 def grid_case(rng, name, seed, small):
     dtype, H_kv, G, H = random_heads(rng, small)
+    # The kernel's other row-group counts: 48 rows, and groups past 64 in tiles of 64 rows (chosen by
+    # the seed, not the rng, so that the other cases stay as they were).
+    if seed % 8 == 5:
+        G = 48 if seed // 8 % 2 == 0 else 128
+        H = G * H_kv
     D = rng.choice([64, 128])
     causal = rng.random() < 0.7
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 64, 64, 128])

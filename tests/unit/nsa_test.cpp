@@ -1,9 +1,13 @@
 // The NSA family (SPEC.md §2.14-2.17: nsa_compressed_fwd, nsa_topk, nsa_selected_fwd) through the public
 // C++ API, for what the JSON cases cannot say: non-finite scales, device placement, overlapping outputs,
-// the kernel impl's Unsupported error and the empty warm-up matrix; the packed-metadata checks of
+// the kernel impl's Unsupported error and empty warm-up matrix (nsa_compressed_fwd, nsa_topk), the
+// kernels nsa_selected_fwd's calls select and its warm-up; the packed-metadata checks of
 // validate_inputs leaving the outputs unwritten; and the references against inputs whose results are
 // known in closed form (q = 0 gives uniform weights, constant key rows give known dot products).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -226,19 +230,17 @@ TEST_CASE("nsa ops: scale required, finite and > 0; integer parameters in range;
                        doctest::Contains("is_causal: expected a boolean, got none"), attnjit::InvalidArgument);
 }
 
-TEST_CASE("nsa ops: the kernel impl validates the call, then fails with Unsupported; no warm-up kernels") {
+TEST_CASE("nsa_compressed_fwd, nsa_topk: the kernel impl validates the call, then fails with Unsupported; no warm-up") {
   test::TempDir dir("nsakern");
   attnjit::Runtime rt(test::options_in(dir));
   Compressed cp({3, 5}, 4, 16, 1, 64, 64);
   Topk tk({3, 5}, 4, 32, 2, 128, 4);
-  Selected sl({3, 5}, 16, 1, 64, 2);
   struct Item {
     const char* op;
     attnjit::Config cfg;
     TensorArgs dev;
   } items[] = {{"nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}, on_device(cp.args())},
-               {"nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}, on_device(tk.args())},
-               {"nsa_selected_fwd", {{"scale", 0.1}, {"block_size", 4}, {"is_causal", true}}, on_device(sl.args())}};
+               {"nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}, on_device(tk.args())}};
   for (auto& it : items) {
     INFO(it.op);
     for (const char* backend : {"auto", "portable", "hopper"}) {
@@ -271,6 +273,82 @@ TEST_CASE("nsa ops: the kernel impl validates the call, then fails with Unsuppor
   CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", items[0].cfg), cp.args()),
                           "nsa_compressed_fwd: device: q: expected a CUDA tensor"));
   CHECK(cp.untouched());
+}
+
+// The kernels a call selects (descriptors only; the numerics are the GPU grid's,
+// tests/gen/nsa_selected_fwd_cases.py): one portable kernel per dtype, D and row-group count (g / 16
+// up to 64 rows, tiles of 64 rows beyond); 'hopper' names its gap; bad calls are still InvalidArgument.
+TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and backend; 'hopper' is not built yet") {
+  test::TempDir dir("nsaselkern");
+  attnjit::Runtime rt(test::options_in(dir));
+  auto& impl = rt.impl();
+  const nlohmann::json cfg = {{"scale", 0.1}, {"block_size", 4}, {"is_causal", true}};
+  auto selected = [&](const nlohmann::json& c, Selected& sl, const std::string& arch) {
+    const auto specs = impl.op("nsa_selected_fwd", c)->kernels_for(on_device(sl.args()), arch);
+    REQUIRE(specs.size() == 1);
+    return specs[0].name;
+  };
+  struct Want {
+    int64_t H, H_kv, D;
+    DType dt;
+    const char* name;
+  } wants[] = {{16, 1, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m16"},
+               {32, 2, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m16"},
+               {32, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m32"},
+               {96, 2, 64, DType::kBF16, "nsa_selected_fwd.portable.bf16.d64.m48"},
+               {64, 1, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m64"},
+               {128, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m64"},
+               {160, 2, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m64"}};
+  for (const auto& w : wants) {
+    INFO(w.name);
+    Selected sl({3, 5}, w.H, w.H_kv, w.D, 2, w.dt);
+    for (const char* backend : {"auto", "portable"}) {
+      nlohmann::json c = cfg;
+      c["backend"] = backend;
+      CHECK(selected(c, sl, "sm_90a") == w.name);
+      CHECK(selected(c, sl, "sm_80") == w.name);
+    }
+  }
+  Selected sl({3, 5}, 16, 1, 64, 2);
+  nlohmann::json hopper = cfg;
+  hopper["backend"] = "hopper";
+  try {
+    impl.op("nsa_selected_fwd", hopper)->kernels_for(on_device(sl.args()), "sm_90a");
+    FAIL("backend 'hopper' selected a kernel");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(std::string(e.what()) ==
+          "nsa_selected_fwd: unsupported: backend 'hopper': the hopper kernel is not built yet for this op; use "
+          "backend 'auto' or 'portable'");
+  }
+  try {
+    impl.op("nsa_selected_fwd", cfg)->kernels_for(on_device(sl.args()), "sm_75");
+    FAIL("sm_75 selected a kernel");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(test::contains(e.what(), "nsa_selected_fwd: backend 'portable' needs sm_80 or newer, got sm_75"));
+  }
+  // A bad call is still an InvalidArgument (the checks come before the kernel choice), and host tensors
+  // on the kernel impl are a device error with the output untouched.
+  TensorArgs bad = on_device(sl.args());
+  TensorRef q = *bad.find("q");
+  q.dtype = DType::kF32;
+  bad.set("q", q);
+  for (const char* backend : {"auto", "hopper"}) {
+    attnjit::Config c{{"scale", 0.1}, {"block_size", 4}, {"is_causal", true}};
+    c.set("backend", std::string(backend));
+    CHECK(test::starts_with(run_error(rt.op("nsa_selected_fwd", c), bad), "nsa_selected_fwd: dtype: q: expected fp16 or bf16"));
+  }
+  CHECK(test::starts_with(run_error(rt.op("nsa_selected_fwd", {{"scale", 0.1}, {"block_size", 4}, {"is_causal", true}}),
+                                    sl.args()),
+                          "nsa_selected_fwd: device: q: expected a CUDA tensor"));
+  CHECK(sl.untouched());
+  // The warm-up: D 128, fp16 and bf16, group sizes 16, 32 and >= 64.
+  std::set<std::string> warm;
+  for (const auto& s : attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_90a")) warm.insert(s.name);
+  std::set<std::string> want;
+  for (const char* dt : {"fp16", "bf16"})
+    for (int m : {16, 32, 64}) want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}", dt, m));
+  CHECK(warm == want);
+  CHECK(attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_80").size() == 6);
 }
 
 TEST_CASE("nsa references: device tensors, mixed placements and overlapping outputs are rejected, unwritten") {

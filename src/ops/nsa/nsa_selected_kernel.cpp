@@ -1,0 +1,173 @@
+#include "ops/nsa/nsa_selected_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "attnjit/error.hpp"
+#include "jit/cuda_driver.hpp"
+#include "jit/kernel_cache.hpp"
+#include "nsa/nsa_selected_fwd_params.cuh"
+#include "ops/attention/attention_kernel.hpp"  // device_type_name
+#include "ops/base/arch.hpp"
+#include "ops/base/backend.hpp"
+#include "ops/base/launch.hpp"
+#include "ops/base/op_helpers.hpp"
+
+namespace attnjit::ops::nsa {
+
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+
+kernels::NsaSelectedParams selected_params(const SelectedConfig& cfg, const SelectedCall& c, int warps) {
+  const TensorRef &q = *c.q, &k = *c.k, &v = *c.v, &bi = *c.block_indices, &bc = *c.block_counts, &o = *c.o;
+  const TensorRef& ti = *c.meta.token_indices;
+  kernels::NsaSelectedParams p{};
+  p.q = q.data;
+  p.q_st = q.strides[0], p.q_sh = q.strides[1];
+  p.k = k.data;
+  p.k_st = k.strides[0], p.k_sh = k.strides[1];
+  p.v = v.data;
+  p.v_st = v.strides[0], p.v_sh = v.strides[1];
+  p.o = o.data;
+  p.o_st = o.strides[0], p.o_sh = o.strides[1];
+  p.block_indices = static_cast<const int*>(bi.data);
+  p.bi_st = bi.strides[0], p.bi_sh = bi.strides[1], p.bi_su = bi.strides[2];
+  p.block_counts = static_cast<const int*>(bc.data);
+  p.bc_st = bc.strides[0], p.bc_sh = bc.strides[1];
+  p.offsets = static_cast<const int*>(c.meta.offsets->data);
+  p.token_indices = static_cast<const int*>(ti.data);
+  p.ti_st = ti.strides[0], p.ti_sc = ti.strides[1];
+  p.T = static_cast<int>(c.T);
+  p.n_req = static_cast<int>(c.meta.N);
+  p.h_kv = static_cast<int>(c.H_kv);
+  p.group = static_cast<int>(c.group());
+  p.sel = static_cast<int>(c.SEL);
+  p.block_size = static_cast<int>(cfg.block_size);
+  p.causal = cfg.is_causal ? 1 : 0;
+  p.m_tiles = static_cast<int>((c.group() + 16 * warps - 1) / (16 * warps));
+  p.scale_log2 = static_cast<float>(cfg.scale) * kLog2e;
+  return p;
+}
+
+// Extents the kernel indexes with 32-bit integers: tokens, the flattened slot list (at most
+// SEL * min(block_size, T) slots) and the grid.
+void check_extents(const char* op, const SelectedConfig& cfg, const SelectedCall& c, int64_t m_tiles) {
+  constexpr int64_t kMax = int64_t{1} << 30;
+  const int64_t slots = c.SEL * std::min<int64_t>(cfg.block_size, std::max<int64_t>(c.T, 1));
+  if (c.T > kMax || c.SEL > kMax || slots > kMax)
+    throw Unsupported(fmt::format("{}: unsupported: T, SEL and SEL * min(block_size, T) beyond 2^30 are not served "
+                                  "(T {}, SEL {}, SEL * min(block_size, T) {})",
+                                  op, c.T, c.SEL, slots));
+  if (c.H_kv * m_tiles > 65535)
+    throw Unsupported(fmt::format("{}: unsupported: grid: H_kv * row tiles = {} * {} must be at most 65535", op, c.H_kv,
+                                  m_tiles));
+}
+
+}  // namespace
+
+int SelectedKernelChoice::smem_bytes() const { return kernels::nsa_selected_smem_bytes(D, warps); }
+
+SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t D, int64_t group,
+                                            detail::Backend backend, const std::string& arch) {
+  if (backend == detail::Backend::kHopper)
+    throw_hopper_gap(op, "the hopper kernel is not built yet for this op; use backend 'auto' or 'portable'");
+  require_portable_arch(op, arch);
+  SelectedKernelChoice k;
+  k.dtype = dtype;
+  k.D = static_cast<int>(D);
+  k.warps = kernels::nsa_selected_warps(group);
+  k.arch = arch;
+  const int budget = arch_facts(arch).max_smem_per_block;
+  if (k.smem_bytes() > budget)
+    throw Unsupported(fmt::format("{}: unsupported: backend 'portable': D {} with {} row groups needs {} bytes of shared "
+                                  "memory, {} allows {}",
+                                  op, k.D, k.warps, k.smem_bytes(), arch, budget));
+  return k;
+}
+
+jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice& k) {
+  jit::KernelSpec s;
+  s.op = op;
+  s.template_file = "nsa/nsa_selected_fwd.cuh";
+  s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd<{}, {}, {}>", device_type_name(k.dtype), k.D, k.warps);
+  s.fields = {{"backend", "portable"},
+              {"dtype", std::string(dtype_name(k.dtype))},
+              {"head_dim", std::to_string(k.D)},
+              {"rows", std::to_string(16 * k.warps)}};
+  s.arch = k.arch;
+  s.name = fmt::format("{}.portable.{}.d{}.m{}", op, dtype_name(k.dtype), k.D, 16 * k.warps);
+  return s;
+}
+
+std::vector<jit::KernelSpec> selected_warmup_specs(const char* op, DType dtype, int D, const std::string& arch) {
+  std::vector<jit::KernelSpec> specs;
+  for (int64_t group : {16, 32, 64})
+    specs.push_back(selected_kernel_spec(op, choose_selected_kernel(op, dtype, D, group, detail::Backend::kPortable, arch)));
+  return specs;
+}
+
+namespace {
+
+class SelectedPlan final : public detail::PlanImpl {
+ public:
+  SelectedPlan(OpContext& ctx, const char* op, const SelectedConfig& cfg, const SelectedCall& call,
+               detail::Backend backend)
+      : op_(op), cfg_(cfg) {
+    choice_ = choose_selected_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index));
+    device_ = call.device.index;
+    check_extents(op, cfg, call, selected_params(cfg, call, choice_.warps).m_tiles);
+    kernel_ = ctx.kernels().loaded(selected_kernel_spec(op, choice_), device_);
+    require_dynamic_smem(op, *kernel_, kernel_->compiled->spec, choice_.smem_bytes());
+  }
+
+  void execute(const TensorArgs& tensors, void* stream) const override {
+    const SelectedCall c = validate_selected_call(tensors, detail::Placement::kDevice);
+    const int warps = kernels::nsa_selected_warps(c.group());
+    if (c.dtype != choice_.dtype || c.D != choice_.D || warps != choice_.warps || c.device.index != device_)
+      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({} D {} group class "
+                                        "m{} cuda:{}), got {} D {} m{} cuda:{}; build a plan for the new signature",
+                                        op_, dtype_name(choice_.dtype), choice_.D, 16 * choice_.warps, device_,
+                                        dtype_name(c.dtype), c.D, 16 * warps, c.device.index));
+    const kernels::NsaSelectedParams p = selected_params(cfg_, c, warps);
+    check_extents(op_, cfg_, c, p.m_tiles);
+    if (cfg_.validate_inputs) {
+      check_meta_contents(op_, c.meta, c.T, /*bs=*/0, 0, c.device, stream);
+      check_block_counts(op_, c);
+    }
+    const auto& drv = jit::CudaDriver::get();
+    drv.bind_device(device_);
+    if (c.T == 0) return;
+    Launch lc;
+    lc.grid_x = static_cast<unsigned>(c.T);
+    lc.grid_y = static_cast<unsigned>(c.H_kv * p.m_tiles);
+    lc.threads = static_cast<unsigned>(choice_.threads());
+    lc.smem_bytes = static_cast<unsigned>(choice_.smem_bytes());
+    lc.stream = stream;
+    kernels::NsaSelectedParams arg = p;
+    void* args[] = {&arg};
+    launch_kernel(kernel_->function, lc, args, fmt::format("{}: cuLaunchKernelEx", op_));
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} kernel plan: {}", op_, kernel_->compiled->spec.describe());
+  }
+
+ private:
+  const char* op_;
+  SelectedConfig cfg_;
+  SelectedKernelChoice choice_;
+  int device_ = 0;
+  std::shared_ptr<const jit::LoadedKernel> kernel_;
+};
+
+}  // namespace
+
+std::shared_ptr<const detail::PlanImpl> make_selected_plan(OpContext& ctx, const char* op, const SelectedConfig& cfg,
+                                                           const SelectedCall& call, detail::Backend backend) {
+  return std::make_shared<SelectedPlan>(ctx, op, cfg, call, backend);
+}
+
+}  // namespace attnjit::ops::nsa

@@ -1,0 +1,43 @@
+// Launch parameters of the nsa_selected_fwd kernel (nsa/nsa_selected_fwd.cuh), shared by the host planner
+// (src/ops/nsa/nsa_selected_kernel.cpp) and the device code (plain types only). Strides are in elements
+// along the logical axes; the innermost stride of q, k, v and o is 1.
+#pragma once
+#include "common/host_device.cuh"
+
+namespace attnjit::kernels {
+
+// Geometry: a CTA takes the query rows of one (token, KV head) pair, WARPS row groups of 16 (the group
+// size g when g <= 64, else tiles of 64 rows), and streams key tiles of kNsaSelBN slots through a
+// kNsaSelStages-deep cp.async ring of K and V tiles.
+constexpr int kNsaSelBN = 32;
+constexpr int kNsaSelStages = 3;
+ATTNJIT_HD constexpr int nsa_selected_warps(long long group) { return group >= 64 ? 4 : static_cast<int>(group / 16); }
+ATTNJIT_HD constexpr int nsa_selected_smem_bytes(int d, int warps) {
+  return (16 * warps + 2 * kNsaSelStages * kNsaSelBN) * d * 2  // Q, the K and V rings (16-bit)
+         + kNsaSelStages * kNsaSelBN * 4;                      // slot validity flags
+}
+
+struct NsaSelectedParams {
+  const void* q;  // [T, H, D]
+  long long q_st, q_sh;
+  const void* k;  // [T, H_kv, D]
+  long long k_st, k_sh;
+  const void* v;  // [T, H_kv, D]
+  long long v_st, v_sh;
+  void* o;  // [T, H, D]
+  long long o_st, o_sh;
+  const int* block_indices;  // [T, H_kv, SEL], request-local block ids
+  long long bi_st, bi_sh, bi_su;
+  const int* block_counts;  // [T, H_kv]
+  long long bc_st, bc_sh;
+  const int* offsets;        // [N + 1], contiguous
+  const int* token_indices;  // [T, 2]: (request, position)
+  long long ti_st, ti_sc;
+  int T, n_req, h_kv, group, sel;
+  int block_size;
+  int causal;
+  int m_tiles;       // row tiles per (token, KV head): ceil(group / (16 WARPS))
+  float scale_log2;  // logit scale * log2(e)
+};
+
+}  // namespace attnjit::kernels
