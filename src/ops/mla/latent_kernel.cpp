@@ -151,24 +151,32 @@ LatentKernelChoice choose_for(const char* op, detail::Backend backend, const Lat
                                           : choose_latent_kernel(op, s, split, arch);
 }
 
-// The split count of a call: explicit, or "auto" (choose_splits' wave model over the key tiles; at most
-// 1 GiB of partials).
-int splits_for(const LatentShape& s, int kv_splits, int sms) {
+// The split count of a call: explicit, or "auto" (choose_splits' wave model over the kernel's key tiles
+// of `bn` slots; at most 1 GiB of partials).
+int splits_for(const LatentShape& s, int kv_splits, int sms, int bn) {
   int n = kv_splits;
   if (n == kLatentAutoSplits) {
     const int64_t ctas = s.m_tiles() * s.grid_y * s.B;
-    n = choose_splits(ctas, s.max_keys, kernels::kLatentBN, sms, 1, 0);
+    n = choose_splits(ctas, s.max_keys, bn, sms, 1, 0);
   }
   while (n > 1 && partial_bytes(s, n) > kMaxPartialBytes) --n;
   return std::max(n, 1);
 }
 
-size_t workspace_for(const LatentShape& s, int splits) {
-  if (splits <= 1) return 0;
+// The split workspace: fp32 partial outputs [splits, rows, D] (first: the combine reads them as float4),
+// then the partial LSEs [splits, rows].
+struct SplitLayout {
+  size_t o_part = 0, lse_part = 0, bytes = 0;
+};
+SplitLayout split_layout(const LatentShape& s, int splits) {
+  SplitLayout l;
+  if (splits <= 1) return l;
+  const size_t rows = static_cast<size_t>(s.B * s.tokens * s.H);
   detail::WorkspaceCursor c;
-  c.take(static_cast<size_t>(splits) * s.B * s.tokens * s.H * s.D * sizeof(float));
-  c.take(static_cast<size_t>(splits) * s.B * s.tokens * s.H * sizeof(float));
-  return c.total();
+  l.o_part = c.take(static_cast<size_t>(splits) * rows * s.D * sizeof(float));
+  l.lse_part = c.take(static_cast<size_t>(splits) * rows * sizeof(float));
+  l.bytes = c.total();
+  return l;
 }
 
 class LatentPlan final : public detail::PlanImpl {
@@ -190,12 +198,14 @@ class LatentPlan final : public detail::PlanImpl {
       require_dynamic_smem(op, *single_kernel_, single_kernel_->compiled->spec, single_.smem_bytes());
     }
     pdl_ = arch_facts(arch).programmatic_dependent_launch;
+    what_single_ = fmt::format("{}: cuLaunchKernelEx", op);
+    what_split_ = fmt::format("{}: cuLaunchKernelEx (split)", op);
   }
 
   void prepare(const TensorArgs& tensors) const override {
     kernels::LatentDecodeParams p{};
     const LatentShape s = fill_(tensors, nullptr, false, p);
-    const size_t bytes = workspace_for(s, splits_for(s, kv_splits_, sm_count_));
+    const size_t bytes = split_layout(s, splits_for(s, kv_splits_, sm_count_, split_tile())).bytes;
     if (bytes) ws_.reserve(bytes);
   }
   std::size_t workspace_bytes() const override { return ws_.bytes(); }
@@ -216,7 +226,7 @@ class LatentPlan final : public detail::PlanImpl {
     const auto& drv = jit::CudaDriver::get();
     drv.bind_device(s.device);
     if (s.B == 0 || s.rows == 0 || s.grid_y == 0) return;
-    const int splits = splits_for(s, kv_splits_, sm_count_);
+    const int splits = splits_for(s, kv_splits_, sm_count_, split_tile());
     Launch lc;
     lc.grid_y = static_cast<unsigned>(s.grid_y);
     lc.grid_z = static_cast<unsigned>(s.B);
@@ -227,21 +237,21 @@ class LatentPlan final : public detail::PlanImpl {
       lc.smem_bytes = static_cast<unsigned>(single_.smem_bytes());
       p.n_splits = 1;
       void* args[] = {&p};
-      launch_kernel(single_kernel_->function, lc, args, fmt::format("{}: cuLaunchKernelEx", op_));
+      launch_kernel(single_kernel_->function, lc, args, what_single_);
       return;
     }
-    auto lease = ws_.acquire(workspace_for(s, splits), stream);
+    const SplitLayout layout = split_layout(s, splits);
+    auto lease = ws_.acquire(layout.bytes, stream);
     const int64_t rows = s.B * s.tokens * s.H;
-    p.o_part = reinterpret_cast<float*>(lease.ptr());
-    p.lse_part = reinterpret_cast<float*>(lease.ptr() + (static_cast<size_t>(splits) * rows * s.D * sizeof(float) + 255) /
-                                                             256 * 256);
+    p.o_part = reinterpret_cast<float*>(lease.ptr() + layout.o_part);
+    p.lse_part = reinterpret_cast<float*>(lease.ptr() + layout.lse_part);
     p.part_rows = rows;
     p.n_splits = splits;
     lc.grid_x = static_cast<unsigned>(s.m_tiles() * splits);
     lc.threads = static_cast<unsigned>(split_.threads());
     lc.smem_bytes = static_cast<unsigned>(split_.smem_bytes());
     void* args[] = {&p};
-    launch_kernel(split_kernel_->function, lc, args, fmt::format("{}: cuLaunchKernelEx (split)", op_));
+    launch_kernel(split_kernel_->function, lc, args, what_split_);
 
     kernels::GqaCombineParams cp{};
     cp.o_part = p.o_part;
@@ -266,7 +276,11 @@ class LatentPlan final : public detail::PlanImpl {
   }
 
  private:
+  // The key tile of the split kernel ("auto" sizes splits in its tiles; unused when kv_splits is 1).
+  int split_tile() const { return split_.hopper ? split_.bn : kernels::kLatentBN; }
+
   const char* op_;
+  std::string what_single_, what_split_;  // launch error labels, formatted once
   LatentShape shape_;
   int kv_splits_;
   int sm_count_;
