@@ -11,7 +11,18 @@ namespace attnjit::kernels {
 // comes from kv_lens[b].
 // Paged-append (3): keys below kv_lens[b] are paged pool rows, the rest this call's new rows
 // (gqa_prefill_paged_append).
-enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2, kKvPagedAppend = 3 };
+// Compressed (4): packed like mode 1, but key c is NSA's compressed chunk c, the summary of query
+// positions [c bs, (c + 1) bs) (nsa_compressed_fwd): query i sees chunk c iff c < (i + 1) / bs, i.e. the
+// causal band with row i at key position (i + 1) / bs - 1 (compressed_pos).
+enum KvMode { kKvDense = 0, kKvPacked = 1, kKvPaged = 2, kKvPagedAppend = 3, kKvCompressed = 4 };
+
+// The key position of query row i under KV_MODE: bottom-right aligned (i + kv_len - q_len) in every mode
+// but the compressed one, where it is the last complete chunk (-1: none yet).
+template <int KV_MODE>
+__device__ __forceinline__ int key_position(int i, int shift, int cmp_bs) {
+  if constexpr (KV_MODE == kKvCompressed) return (i + 1) / cmp_bs - 1;
+  else return i + shift;
+}
 
 // The keys of request b: kv_len keys, of which the first kv_old are pool rows in append mode (this
 // call's new rows follow); packed keys start at token kv_off. P: GqaFwdParams (cu_kv, kv_lens, s_kv).
@@ -19,7 +30,7 @@ template <int KV_MODE, typename P>
 __device__ __forceinline__ void kv_extent(const P& p, int b, int q_len, int& kv_off, int& kv_len, int& kv_old) {
   if constexpr (KV_MODE == kKvDense) {
     kv_len = p.s_kv;
-  } else if constexpr (KV_MODE == kKvPacked) {
+  } else if constexpr (KV_MODE == kKvPacked || KV_MODE == kKvCompressed) {
     kv_off = p.cu_kv[b];
     kv_len = p.cu_kv[b + 1] - kv_off;
   } else if constexpr (KV_MODE == kKvPaged) {

@@ -36,7 +36,11 @@ struct GqaFwdConfig {
   static_assert(sizeof(T) == 2, "gqa_fwd: the compute dtype is 16-bit");
   static_assert((sizeof(TQ) == 2 || sizeof(TQ) == 1) && (sizeof(TKV) == 2 || sizeof(TKV) == 1),
                 "gqa_fwd: inputs are 16-bit or e4m3");
-  static_assert(KV_MODE_ >= kKvDense && KV_MODE_ <= kKvPagedAppend, "gqa_fwd: KV mode is dense, packed, paged or append");
+  static_assert(KV_MODE_ >= kKvDense && KV_MODE_ <= kKvCompressed,
+                "gqa_fwd: KV mode is dense, packed, paged, append or compressed");
+  static_assert(KV_MODE_ != kKvCompressed || (VARLEN_ && CAUSAL_ && !WINDOW_ && ROPE_ == 0 && !SPLIT_ && sizeof(TQ_) == 2 &&
+                                              sizeof(TKV_) == 2),
+                "gqa_fwd: compressed keys come with packed 16-bit queries, causal, without window, RoPE or split");
   static_assert((KV_MODE_ != kKvPacked && KV_MODE_ != kKvPagedAppend) || VARLEN_,
                 "gqa_fwd: packed and appended keys come with packed queries");
   static_assert(KV_MODE_ != kKvPagedAppend || (sizeof(TQ_) == 2 && ROPE_ == 0 && !SINKS_),
@@ -154,8 +158,9 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   const TQ* qb = static_cast<const TQ*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
   // Paged: kb/vb point at KV head r of pool row 0; otherwise at the request's first key.
   constexpr bool kPool = KV_MODE == kKvPaged || KV_MODE == kKvPagedAppend;
-  const long long k_base = kPool ? 0 : KV_MODE == kKvPacked ? kv_off * p.k_ss : b * p.k_sb;
-  const long long v_base = kPool ? 0 : KV_MODE == kKvPacked ? kv_off * p.v_ss : b * p.v_sb;
+  constexpr bool kPackedKeys = KV_MODE == kKvPacked || KV_MODE == kKvCompressed;
+  const long long k_base = kPool ? 0 : kPackedKeys ? kv_off * p.k_ss : b * p.k_sb;
+  const long long v_base = kPool ? 0 : kPackedKeys ? kv_off * p.v_ss : b * p.v_sb;
   const TKV* kb = static_cast<const TKV*>(p.k) + k_base + r * p.k_sh;
   const TKV* vb = static_cast<const TKV*>(p.v) + v_base + r * p.v_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
@@ -175,10 +180,10 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
   }
 
   // The band of keys any row of this tile can see, and the tiles that cover it.
-  const int shift = kv_len - q_len;  // bottom-right alignment: p_i = i + shift
+  const int shift = kv_len - q_len;  // bottom-right alignment: p_i = i + shift (key_position)
   const int i_min = m_base / g;
   const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
-  const int p_min = i_min + shift, p_max = i_max + shift;
+  const int p_min = key_position<KV_MODE>(i_min, shift, p.cmp_bs), p_max = key_position<KV_MODE>(i_max, shift, p.cmp_bs);
   int lo = 0, hi = kv_len;
   band_keys<CAUSAL, WINDOW>(p_min, p_max, p.window_left, p.window_right, lo, hi);
   int n_first = lo / BN * BN;
@@ -207,7 +212,8 @@ __global__ void __launch_bounds__(WARPS * 32) gqa_fwd(const __grid_constant__ Gq
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) row_pos[mt][hf] = (m_base + warp_row0 + mt * 16 + lane / 4 + hf * 8) / g + shift;
+    for (int hf = 0; hf < 2; ++hf)
+      row_pos[mt][hf] = key_position<KV_MODE>((m_base + warp_row0 + mt * 16 + lane / 4 + hf * 8) / g, shift, p.cmp_bs);
 
   auto q_row = [&](int row) -> const TQ* {
     const int gm = m_base + row, i = gm / g;

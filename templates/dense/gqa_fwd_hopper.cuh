@@ -87,8 +87,9 @@ template <typename T, int D, int BN, bool CAUSAL, bool WINDOW, bool SOFTCAP, boo
 __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
   static_assert(sizeof(T) == 2, "gqa_fwd_hopper: 16-bit operands");
   static_assert(BN == 64 || BN == 128, "gqa_fwd_hopper: BN is 64 or 128");
-  static_assert(KV_MODE == kKvDense || ((KV_MODE == kKvPacked || KV_MODE == kKvPaged) && VARLEN),
-                "gqa_fwd_hopper: dense keys, or packed or paged keys with packed queries");
+  static_assert(KV_MODE == kKvDense || ((KV_MODE == kKvPacked || KV_MODE == kKvPaged) && VARLEN) ||
+                    (KV_MODE == kKvCompressed && VARLEN && CAUSAL && !WINDOW),
+                "gqa_fwd_hopper: dense keys, or packed, paged or (causal) compressed keys with packed queries");
   static_assert(!SINKS || VARLEN, "gqa_fwd_hopper: sinks come with packed queries");
   using Mma = MmaOp<T>;
   constexpr int BM = 128, kDT = D / 8;
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   const int shift = kv_len - q_len;
   const int i_min = m_base / g;
   const int i_max = min(q_len - 1, (m_base + BM - 1) / g);
-  const int p_min = i_min + shift, p_max = i_max + shift;
+  const int p_min = key_position<KV_MODE>(i_min, shift, p.cmp_bs), p_max = key_position<KV_MODE>(i_max, shift, p.cmp_bs);
   int lo = 0, hi = kv_len;
   band_keys<CAUSAL, WINDOW>(p_min, p_max, p.window_left, p.window_right, lo, hi);
   const int n_first = lo / BN * BN;
@@ -141,8 +142,9 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
       tma_prefetch_map(kmap);
       tma_prefetch_map(vmap);
-      const int row0 = KV_MODE == kKvPacked ? kv_off : 0;
-      const int bz = KV_MODE == kKvPacked ? 0 : b;
+      constexpr bool kPackedKeys = KV_MODE == kKvPacked || KV_MODE == kKvCompressed;
+      const int row0 = kPackedKeys ? kv_off : 0;
+      const int bz = kPackedKeys ? 0 : b;
       for (int t = 0; t < num_tiles; ++t) {
         const int n0 = n_first + t * BN;
         ring.produce(t, kmap, vmap, r, row0 + n0, bz, n0, BN);
@@ -164,7 +166,8 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   const float score_scale = SOFTCAP ? 1.f : p.scale_log2;
   int row_pos[2];
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) row_pos[hf] = (m_base + wg * 64 + wq * 16 + lane / 4 + hf * 8) / g + shift;
+  for (int hf = 0; hf < 2; ++hf)
+    row_pos[hf] = key_position<KV_MODE>((m_base + wg * 64 + wq * 16 + lane / 4 + hf * 8) / g, shift, p.cmp_bs);
 
   HopperSoftmaxState<D> st;
   st.init();

@@ -65,6 +65,8 @@ struct GqaFwdParams {
   const void* k_new;
   const void* v_new;
   long long kn_ss, kn_sh, vn_ss, vn_sh;
+  // Compressed keys (KV mode 4, nsa_compressed_fwd): tokens per chunk; query i sees chunks c < (i + 1) / cmp_bs.
+  int cmp_bs;
 };
 
 }  // namespace attnjit::kernels

@@ -6,7 +6,7 @@ the rejection cases of the metadata and head rules every NSA op shares, and the 
 import os
 import random
 
-from casegen_common import case_args, contiguous, edited, random_padded_strides, tensor, write_cases
+from casegen_common import case_args, contiguous, edited, pinned_to, random_padded_strides, tensor, write_cases
 
 
 def ints(vals):
@@ -158,14 +158,22 @@ def build_set(grid_case, seed, prefix, count, seed0, small):
     return [grid_case(rng, f"{prefix}/{i:03d}", seed0 + i, small) for i in range(count)]
 
 
-def write_all(doc, op, name, seed, grid_case, build_errors, grid_seed0, small_seed0):
+def write_all(doc, op, name, seed, grid_case, build_errors, grid_seed0, small_seed0, extra=None, hopper=False):
     """The main() of an NSA case generator: OUT_DIR/gpu/<op>_grid.json (--count cases, default 160, named
-    nsa-<name>-grid/NNN), OUT_DIR/gpu/<op>_small.json (12 small ones, nsa-<name>-small/NNN) and
-    OUT_DIR/<op>_errors.json (build_errors())."""
+    nsa-<name>-grid/NNN, then the cases of extra() if given), OUT_DIR/gpu/<op>_small.json (12 small ones,
+    nsa-<name>-small/NNN) and OUT_DIR/<op>_errors.json (build_errors()). With `hopper` (the op has a hopper
+    kernel) the grid and small sets pin backend 'portable' and their copies pinned to 'hopper' are written
+    as <op>_hopper_grid.json and <op>_hopper_small.json."""
     args = case_args(doc, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"),
-                build_set(grid_case, seed, f"nsa-{name}-grid", args.count, grid_seed0, small=False))
-    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"),
-                build_set(grid_case, seed, f"nsa-{name}-small", 12, small_seed0, small=True))
+    grid = build_set(grid_case, seed, f"nsa-{name}-grid", args.count, grid_seed0, small=False)
+    grid += extra() if extra else []
+    small = build_set(grid_case, seed, f"nsa-{name}-small", 12, small_seed0, small=True)
+    if hopper:
+        for c in grid + small:
+            c["config"]["backend"] = "portable"
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_hopper_grid.json"), [pinned_to(c) for c in grid])
+        write_cases(os.path.join(args.out_dir, "gpu", f"{op}_hopper_small.json"), [pinned_to(c) for c in small])
+    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_grid.json"), grid)
+    write_cases(os.path.join(args.out_dir, "gpu", f"{op}_small.json"), small)
     write_cases(os.path.join(args.out_dir, f"{op}_errors.json"), build_errors())
     return 0

@@ -17,8 +17,11 @@ Writes:
                         only a device call has (16-byte strides of class F) are gpu_only. Not expressible
                         here, covered by tests/unit/nsa_test.cpp: a non-finite scale, device placement,
                         overlapping outputs, the kernel impl's Unsupported error.
-No GPU kernel exists yet: the grid and small files wait for it (a GPU run of them fails with Unsupported
-until then).
+  tests/cases/gpu/nsa_compressed_fwd_hopper_{grid,small}.json  the same cases pinned to backend 'hopper'
+                        (the portable files pin 'portable').
+The GPU cases keep DK = DV (the kernels' rule; DK != DV is the reference's alone, covered by the golden
+file and tests/unit/nsa_test.cpp). The grid ends with NSA-shaped cases: one long request, H 32 / H_kv 2,
+D 128, bs 32 and 64.
 
 Usage: python3 tests/gen/nsa_compressed_fwd_cases.py [--out-dir tests/cases]
 """
@@ -157,7 +160,7 @@ def build_errors():
 def grid_case(rng, name, seed, small):
     dtype, H_kv, G, H = random_heads(rng, small)
     DK = rng.choice([64, 128])
-    DV = DK if rng.random() < 0.6 else rng.choice([64, 128])
+    DV = DK  # the kernels' rule (see the module doc)
     bs = rng.choice([1, 3, 16] if small else [1, 3, 16, 32, 32, 64, 64, 100])
     N = rng.randint(1, 3 if small else 6)
     max_len = 40 if small else rng.choice([64, 200, 700, 1500])
@@ -188,8 +191,23 @@ def grid_case(rng, name, seed, small):
     return {"name": full, "op": OP, "config": config, "seed": seed, "tensors": t, "compare": compare}
 
 
+def nsa_shaped():
+    """Long single requests at the shape NSA runs (scaled down so the CPU reference stays quick)."""
+    cases = []
+    for i, (dtype, bs, T) in enumerate((("bf16", 64, 2048), ("fp16", 32, 1999), ("bf16", 16, 1500))):
+        meta, T, C = metadata([T], bs)
+        t = {"q": tensor([T, 32, 128], dtype, normal()), "k_cmp": tensor([C, 2, 128], dtype, normal()),
+             "v_cmp": tensor([C, 2, 128], dtype, normal()), **meta,
+             "o": tensor([T, 32, 128], dtype, POISON, output=True), "lse": tensor([T, 32], "fp32", POISON, output=True)}
+        cases.append({"name": f"nsa-compressed-grid/nsa-shape/{dtype}/g16-h32kv2/d128/bs{bs}/T{T}", "op": OP,
+                      "config": {"scale": 0.0884, "bs": bs}, "seed": 97000 + i, "tensors": t,
+                      "compare": {"o": {"mode": "rel_l2", "tol": TOL[dtype]}, "lse": {"mode": "lse"}}})
+    return cases
+
+
 def main():
-    return write_all(__doc__, OP, "compressed", SEED, grid_case, build_errors, 90000, 95000)
+    return write_all(__doc__, OP, "compressed", SEED, grid_case, build_errors, 90000, 95000, extra=nsa_shaped,
+                     hopper=True)
 
 
 if __name__ == "__main__":

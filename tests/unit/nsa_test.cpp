@@ -230,7 +230,7 @@ TEST_CASE("nsa ops: scale required, finite and > 0; integer parameters in range;
                        doctest::Contains("is_causal: expected a boolean, got none"), attnjit::InvalidArgument);
 }
 
-TEST_CASE("nsa_compressed_fwd, nsa_topk: the kernel impl validates the call, then fails with Unsupported; no warm-up") {
+TEST_CASE("nsa_topk: the kernel impl validates the call, then fails with Unsupported; no warm-up") {
   test::TempDir dir("nsakern");
   attnjit::Runtime rt(test::options_in(dir));
   Compressed cp({3, 5}, 4, 16, 1, 64, 64);
@@ -239,8 +239,7 @@ TEST_CASE("nsa_compressed_fwd, nsa_topk: the kernel impl validates the call, the
     const char* op;
     attnjit::Config cfg;
     TensorArgs dev;
-  } items[] = {{"nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}, on_device(cp.args())},
-               {"nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}, on_device(tk.args())}};
+  } items[] = {{"nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}, on_device(tk.args())}};
   for (auto& it : items) {
     INFO(it.op);
     for (const char* backend : {"auto", "portable", "hopper"}) {
@@ -270,9 +269,73 @@ TEST_CASE("nsa_compressed_fwd, nsa_topk: the kernel impl validates the call, the
     CHECK(std::find(names.begin(), names.end(), it.op) != names.end());
   }
   // Host tensors on the kernel impl: a device error, outputs untouched.
-  CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", items[0].cfg), cp.args()),
+  CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}), cp.args()),
                           "nsa_compressed_fwd: device: q: expected a CUDA tensor"));
   CHECK(cp.untouched());
+}
+
+// The kernels a call selects (descriptors only; the numerics are the GPU grid's,
+// tests/gen/nsa_compressed_fwd_cases.py): the shared attention kernels in compressed-key mode, hopper on
+// sm_90a under 'auto' where TMA can read k_cmp / v_cmp, portable elsewhere; DK != DV has no kernel.
+TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and layout; gaps named") {
+  test::TempDir dir("nsacmpkern");
+  attnjit::Runtime rt(test::options_in(dir));
+  auto& impl = rt.impl();
+  auto chosen = [&](const char* backend, const TensorArgs& dev, const std::string& arch) {
+    const nlohmann::json c = {{"scale", 0.1}, {"bs", 4}, {"backend", backend}};
+    const auto specs = impl.op("nsa_compressed_fwd", c)->kernels_for(dev, arch);
+    REQUIRE(specs.size() == 1);
+    return specs[0].name;
+  };
+  auto gap = [&](const char* backend, const TensorArgs& dev, const std::string& arch) -> std::string {
+    try {
+      chosen(backend, dev, arch);
+    } catch (const attnjit::Unsupported& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Compressed f16({3, 5}, 4, 16, 1, 64, 64);
+  Compressed bf16({9, 0, 2}, 4, 64, 2, 128, 128, DType::kBF16);
+  CHECK(chosen("auto", on_device(f16.args()), "sm_90a") == "nsa_compressed_fwd.hopper.fp16.d64.bm128.bn128.causal");
+  CHECK(chosen("hopper", on_device(bf16.args()), "sm_90a") == "nsa_compressed_fwd.hopper.bf16.d128.bm128.bn128.causal");
+  CHECK(chosen("portable", on_device(f16.args()), "sm_90a") == "nsa_compressed_fwd.portable.fp16.d64.bm128.bn64.causal");
+  CHECK(chosen("auto", on_device(bf16.args()), "sm_80") == "nsa_compressed_fwd.portable.bf16.d128.bm128.bn32.causal");
+  {
+    const nlohmann::json c = {{"scale", 0.1}, {"bs", 4}};
+    const auto specs = impl.op("nsa_compressed_fwd", c)->kernels_for(on_device(f16.args()), "sm_90a");
+    REQUIRE(specs.size() == 1);
+    CHECK(specs[0].entry == "attnjit::kernels::gqa_fwd_hopper<__half, 64, 128, true, false, false, true, 4, false>");
+  }
+  CHECK(test::contains(gap("hopper", on_device(f16.args()), "sm_80"),
+                       "nsa_compressed_fwd: unsupported: backend 'hopper': it needs sm_90a"));
+  CHECK(test::contains(gap("portable", on_device(f16.args()), "sm_75"), "backend 'portable' needs sm_80 or newer"));
+  // A broadcast k_cmp (zero head stride) is class F but no TMA source: 'auto' takes the portable kernel,
+  // 'hopper' names the gap.
+  Compressed bc({3, 5}, 4, 32, 2, 64, 64);
+  TensorArgs dev = on_device(bc.args());
+  TensorRef k = *dev.find("k_cmp");
+  k.strides[1] = 0;
+  dev.set("k_cmp", k);
+  CHECK(chosen("auto", dev, "sm_90a") == "nsa_compressed_fwd.portable.fp16.d64.bm128.bn64.causal");
+  CHECK(test::contains(gap("hopper", dev, "sm_90a"), "nsa_compressed_fwd: unsupported: backend 'hopper': k_cmp"));
+  // DK != DV: no kernel on any backend; the reference serves it.
+  Compressed mixed({3, 5}, 4, 16, 1, 128, 64);
+  for (const char* backend : {"auto", "portable", "hopper"})
+    CHECK(gap(backend, on_device(mixed.args()), "sm_90a") ==
+          "nsa_compressed_fwd: unsupported: impl 'kernel': the kernels take DK = DV, got DK 128 and DV 64; use impl "
+          "'reference' (CPU)");
+  // Warm-up: both dtypes at D 64 and 128 per backend, hopper only where the arch has it.
+  std::set<std::string> warm;
+  for (const auto& s : attnjit::detail::find_op("nsa_compressed_fwd").default_matrix("sm_90a")) warm.insert(s.name);
+  std::set<std::string> want;
+  for (const char* dt : {"fp16", "bf16"})
+    for (int D : {64, 128}) {
+      want.insert(fmt::format("nsa_compressed_fwd.portable.{}.d{}.bm128.bn{}.causal", dt, D, D == 128 ? 32 : 64));
+      want.insert(fmt::format("nsa_compressed_fwd.hopper.{}.d{}.bm128.bn128.causal", dt, D));
+    }
+  CHECK(warm == want);
+  CHECK(attnjit::detail::find_op("nsa_compressed_fwd").default_matrix("sm_80").size() == 4);
 }
 
 // The kernels a call selects (descriptors only; the numerics are the GPU grid's,

@@ -301,7 +301,23 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   // 1. Compile the kernels the call selects (this also runs the kernel path's descriptor checks).
   auto dargs = descriptor_args(c);
   const std::string arch = gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch();
-  auto specs = rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+  std::vector<jit::KernelSpec> specs;
+  std::vector<std::string> checks;
+  if (!c.kernel_unsupported.empty()) {
+    // A configuration only the reference serves: the kernel impl must say so, naming the rule.
+    try {
+      rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+      return {Verdict::kFail, fmt::format("expected the kernel impl to refuse the call (Unsupported containing \"{}\"), "
+                                          "but it selected kernels", c.kernel_unsupported)};
+    } catch (const Unsupported& e) {
+      if (std::string(e.what()).find(c.kernel_unsupported) == std::string::npos)
+        return {Verdict::kFail, fmt::format("the kernel impl's Unsupported error lacks \"{}\": {}", c.kernel_unsupported,
+                                            e.what())};
+    }
+    checks.push_back("kernel impl refuses it (Unsupported)");
+  } else {
+    specs = rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+  }
   for (const auto& s : specs) rt.impl().kernels().compiled(s);
   // 2. The CPU reference.
   auto ref = inputs;
@@ -316,7 +332,6 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
     attnjit::ops::gqa_bwd_reference_abs(c.config, host_args(c, *ref_abs));
   }
   const std::vector<HostTensor>* want_abs = ref_abs ? &*ref_abs : nullptr;
-  std::vector<std::string> checks;
   if (!c.golden.is_null()) {
     std::vector<HostTensor> golden = ref;
     for (size_t i = 0; i < c.tensors.size(); ++i)
@@ -336,7 +351,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
     checks.push_back("repeated reference call byte-identical");
   }
   // 3. The kernel, on the GPU, on the same inputs.
-  if (gpu) {
+  if (gpu && c.kernel_unsupported.empty()) {
     std::vector<DeviceBuffer> bufs;
     TensorArgs args;
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -188,6 +188,11 @@ std::vector<TestCase> parse_test_cases(const std::string& text, const std::strin
     }
     c.gpu_only = j.value("gpu_only", false);
     c.repeat = j.value("repeat", false);
+    if (j.contains("kernel_unsupported")) {
+      if (!j["kernel_unsupported"].is_string() || j["kernel_unsupported"].get<std::string>().empty())
+        malformed(where, "\"kernel_unsupported\" must be a non-empty string (the expected message text)");
+      c.kernel_unsupported = j["kernel_unsupported"].get<std::string>();
+    }
     if (j.contains("setup")) {
       c.setup = j["setup"];
       if (!c.setup.is_array()) malformed(where, "\"setup\" must be a list");

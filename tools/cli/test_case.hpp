@@ -18,7 +18,8 @@
 //    "golden": {"<arg>": {"bits": [...]} | {"values": [...]}},        (optional; expected reference output)
 //    "expect_error": {"category": "dtype", "contains": "slot_mapping"}, (optional; a rejected call)
 //    "gpu_only": bool?,  (the case concerns the kernel path only: error cases skip the reference)
-//    "repeat": bool?}    (a second run must give byte-identical outputs)
+//    "repeat": bool?,    (a second run must give byte-identical outputs)
+//    "kernel_unsupported": "text"?}  (the kernel impl must refuse the call with Unsupported containing it)
 //      topk: index outputs checked by SPEC.md §1.9's rule against the op's scorer (tools/cli/topk_check.hpp);
 //      golden/reference outputs are checked by the same rule (ties may go either way).
 // Init kinds: normal {mean, std, specials?}, uniform {low, high}, values {values}, bits {bits},
@@ -89,6 +90,10 @@ struct TestCase {
   bool repeat = false;
   // Reference runs of other ops that fill some of the case's tensors (null when absent).
   nlohmann::json setup;
+  // Non-empty: the kernel impl must refuse the call with Unsupported, its message containing this text (a
+  // configuration only the reference serves, e.g. nsa_compressed_fwd with DK != DV); the reference is
+  // still compared with the golden values.
+  std::string kernel_unsupported;
 };
 
 // Throws std::runtime_error naming the file and case on a malformed case.

@@ -64,7 +64,7 @@ AttentionKernelChoice choose_attention_kernel(const char* op, const GqaConfig& c
   // against 341-346 / 359 TFLOP/s for BN 32, D 64 302 / 319 against 297 / 308 for BN 48). Paged keys
   // keep BN = 32 at D >= 96 (validated there; 64 divides every power-of-two page, so a tile still stays
   // in one page at D = 64). D = 256 keeps BN = 32: its O accumulator leaves no registers for wider S.
-  const bool dense_keys = kv_mode == KvMode::kDense || kv_mode == KvMode::kPacked;
+  const bool dense_keys = kv_mode == KvMode::kDense || kv_mode == KvMode::kPacked || kv_mode == KvMode::kCompressed;
   k.BM = 128;
   k.BN = D == 64 || (D == 128 && dense_keys) ? 64 : 32;
   k.warps = D == 256 ? 8 : 4;
@@ -95,6 +95,7 @@ jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoic
   const char* kv_name = k.kv_mode == KvMode::kDense    ? "dense"
                         : k.kv_mode == KvMode::kPacked ? "packed"
                         : k.kv_mode == KvMode::kPaged  ? "paged"
+                        : k.kv_mode == KvMode::kCompressed ? "compressed"
                                                        : "paged-append";
   jit::KernelSpec s;
   s.op = op;
@@ -219,7 +220,10 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
               {"window", k.window ? "1" : "0"},
               {"softcap", k.softcap ? "1" : "0"},
               {"varlen", k.varlen ? "1" : "0"},
-              {"kv_mode", k.kv_mode == KvMode::kPaged ? "paged" : k.kv_mode == KvMode::kPacked ? "packed" : "dense"},
+              {"kv_mode", k.kv_mode == KvMode::kPaged        ? "paged"
+                          : k.kv_mode == KvMode::kPacked     ? "packed"
+                          : k.kv_mode == KvMode::kCompressed ? "compressed"
+                                                             : "dense"},
               {"sinks", k.sinks ? "1" : "0"}};
   s.arch = k.arch;
   std::string name = fmt::format("{}.hopper.{}.d{}.bm128.bn{}", op, dtype_name(k.dtype), k.D, k.BN);

@@ -19,7 +19,8 @@
 
 namespace attnjit::ops {
 
-enum class KvMode { kDense = 0, kPacked = 1, kPaged = 2, kPagedAppend = 3 };  // = the kernel's KV_MODE
+// = the kernel's KV_MODE (common/kv_rows.cuh); kCompressed: NSA's compressed chunks (nsa_compressed_fwd).
+enum class KvMode { kDense = 0, kPacked = 1, kPaged = 2, kPagedAppend = 3, kCompressed = 4 };
 
 // The CUDA type of a dtype in kernel entry names ("__half", "__nv_bfloat16", "__nv_fp8_e4m3").
 std::string_view device_type_name(DType dt);

@@ -1,6 +1,5 @@
-// nsa_compressed_fwd (SPEC.md §2.15, metadata §2.14): configuration, validation and the reference plan.
-// No GPU kernel is built yet: a kernel-impl call validates like any other, then fails with Unsupported,
-// and the op adds nothing to the warm-up matrix.
+// nsa_compressed_fwd (SPEC.md §2.15, metadata §2.14): configuration, validation, the reference plan and
+// the kernel plans (ops/nsa/nsa_compressed_kernel.hpp: the shared attention kernels in compressed-key mode).
 #include <fmt/format.h>
 
 #include <memory>
@@ -14,6 +13,7 @@
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/validation.hpp"
 #include "ops/nsa/nsa_common.hpp"
+#include "ops/nsa/nsa_compressed_kernel.hpp"
 #include "ops/nsa/reference.hpp"
 #include "ops/registry.hpp"
 
@@ -108,22 +108,25 @@ class NsaCompressedFwdOp final : public detail::OpInstance {
   NsaCompressedFwdOp(OpContext& ctx, const nlohmann::json& config)
       : NsaCompressedFwdOp(ctx, detail::ConfigReader(kOp, config, nsa::compressed_config_keys())) {}
 
-  // The descriptor checks of a device call run; there is nothing to compile.
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    (void)arch;
-    nsa::validate_compressed_call(tensors, Placement::kDevice);
-    return {};
+    const nsa::CompressedCall call = nsa::validate_compressed_call(tensors, Placement::kDevice);
+    return nsa::compressed_kernels_for(kOp, cfg_, call, backend_, arch);
   }
 
  protected:
   std::string signature(const TensorArgs& tensors) const override {
-    nsa::validate_compressed_call(tensors, placement_for(impl_));
-    return impl_ == detail::Impl::kReference ? "reference" : "kernel";
+    const nsa::CompressedCall call = nsa::validate_compressed_call(tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
+    // 'auto' picks the backend per call (k_cmp / v_cmp strides decide whether TMA can read them), so the
+    // kernel that plan() would load is the signature.
+    const auto specs = nsa::compressed_kernels_for(kOp, cfg_, call, backend_, ctx_.arch_for_device(call.device.index));
+    return fmt::format("{}.{}", specs.front().name, call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    (void)tensors;
-    if (impl_ != detail::Impl::kReference) nsa::no_kernel(kOp, backend_);
+    if (impl_ != detail::Impl::kReference)
+      return nsa::make_compressed_plan(ctx_, kOp, cfg_, nsa::validate_compressed_call(tensors, Placement::kDevice),
+                                       backend_);
     return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
       const nsa::CompressedCall call = nsa::validate_compressed_call(t, Placement::kHost);
       if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
@@ -144,9 +147,8 @@ class NsaCompressedFwdOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition nsa_compressed_fwd_definition() {
-  // No kernels yet: the warm-up compiles nothing for this op.
-  return ops::op_definition<ops::NsaCompressedFwdOp>(ops::kOp,
-                                                     [](const std::string&) { return std::vector<jit::KernelSpec>{}; });
+  return ops::op_definition<ops::NsaCompressedFwdOp>(
+      ops::kOp, [](const std::string& arch) { return ops::nsa::compressed_warmup_specs(ops::kOp, arch); });
 }
 
 // Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp), after the existing ops.
