@@ -39,6 +39,8 @@ struct NsaTopkToken {
   int ok, chunk0, lo, hi, cur, complete;
 };
 
+// Minimum 1 block per SM in the launch bounds: without it ptxas (CUDA 13, sm_90a) held the D 64, TOK 1
+// variant to 96 registers and spilled; with it every variant fits in at most 163 registers, no spills.
 template <typename T, int D, int TOK>
 __global__ void __launch_bounds__(kNsaTopkWarps * 32, 1) nsa_topk(const __grid_constant__ NsaTopkParams p) {
   static_assert(sizeof(T) == 2, "nsa_topk: 16-bit operands");
