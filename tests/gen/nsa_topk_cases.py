@@ -10,13 +10,15 @@ Writes:
                         32 / 64 with H_kv 1 / 2 / 4, bs 1 / 3 / 16 / 32 / 64, S 1..128 (above and below the
                         candidate counts), 1-6 requests (empty ones, ones shorter than bs, lengths not
                         multiples of bs), padded (class F) strides, validate_inputs on some. Outputs poisoned.
-  tests/cases/gpu/nsa_topk_small.json  ~12 small cases for compute-sanitizer.
+                        Then the fixed cases of window_cases(): requests with more candidates than the kernel's
+                        on-chip window (1024 chunks a token at G 16, 2048 at G 32: several windows merged into
+                        the running top-S), group sizes 48 and 80 / 128 (a partial warp, tiles of 64 heads),
+                        many short requests in one CTA.
+  tests/cases/gpu/nsa_topk_small.json  ~12 small cases for compute-sanitizer, plus one two-window case.
   tests/cases/nsa_topk_errors.json     one case per rejection rule of SPEC.md §2.16 / §2.14 and per
                         validate_inputs caller-contract item; the output holds a byte pattern (a rejected call
                         writes nothing). Device-only rules are gpu_only; a non-finite scale, device placement
                         and the kernel impl's Unsupported error are covered by tests/unit/nsa_test.cpp.
-No GPU kernel exists yet: the grid and small files wait for it (a GPU run of them fails with Unsupported
-until then).
 
 Usage: python3 tests/gen/nsa_topk_cases.py [--out-dir tests/cases]
 """
@@ -24,8 +26,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import Errors, OUTB, POISON, config_with, edited, normal, tensor  # noqa: E402
-from nsa_cases_common import (head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, case_args, config_with, edited, normal, tensor,  # noqa: E402
+                            write_cases)
+from nsa_cases_common import (build_set, head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
                               metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
                               set_values, token_errors, write_all)
 
@@ -152,8 +155,46 @@ def grid_case(rng, name, seed, small):
             "compare": {"block_indices": {"mode": "topk"}}}
 
 
+# (name, dtype, H, H_kv, D, bs, lens, S, validate) of the fixed cases; the reference's cost is about
+# sum(len^2) / (2 bs) * H * D each (at most ~4.5e9, seconds on the CPU).
+WINDOW_CASES = (
+    ("g16-two-windows", "fp16", 16, 1, 64, 1, [1100], 16, False),
+    ("g16-two-windows-ragged", "bf16", 16, 1, 64, 1, [5, 1500, 3], 128, True),
+    ("g32-two-windows", "fp16", 32, 1, 64, 1, [2100], 7, False),
+    ("g16-d128-s128-two-windows", "bf16", 16, 1, 128, 2, [2600], 128, False),
+    ("g128-two-head-tiles", "fp16", 128, 1, 64, 3, [300, 7], 16, False),
+    ("g80-partial-head-tile", "bf16", 80, 1, 64, 4, [200], 4, True),
+    ("g48-partial-warp", "fp16", 96, 2, 128, 16, [500, 33], 8, False),
+    ("g16-short-requests", "bf16", 32, 2, 64, 1, [1, 2, 1, 3, 0, 5, 1, 1, 2, 0, 7], 3, False),
+)
+
+
+def window_case(name, seed, dtype, H, H_kv, D, bs, lens, S, validate):
+    meta, T, C = metadata(lens, bs)
+    t = {"q": tensor([T, H, D], dtype, normal()), "k_cmp": tensor([C, H_kv, D], dtype, normal()), **meta,
+         "block_indices": tensor([T, H_kv, S], "int32", POISON, output=True)}
+    config = {"scale": round(1.25 / D ** 0.5, 4), "selected_block_num": S, "bs": bs}
+    if validate:
+        config["validate_inputs"] = True
+    return {"name": name, "op": OP, "config": config, "seed": seed, "tensors": t,
+            "compare": {"block_indices": {"mode": "topk"}}}
+
+
+def window_cases(prefix, seed0, items):
+    return [window_case(f"{prefix}/{i:03d}-{it[0]}", seed0 + i, *it[1:]) for i, it in enumerate(items)]
+
+
 def main():
-    return write_all(__doc__, OP, "topk", SEED, grid_case, build_errors, 92000, 97000)
+    args = case_args(__doc__, count=160).parse_args()
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_grid.json"),
+                build_set(grid_case, SEED, "nsa-topk-grid", args.count, 92000, small=False) +
+                window_cases("nsa-topk-window", 92500, WINDOW_CASES))
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_small.json"),
+                build_set(grid_case, SEED, "nsa-topk-small", 12, 97000, small=True) +
+                window_cases("nsa-topk-small-window", 97500,
+                             (("g16-two-windows", "fp16", 16, 1, 64, 1, [1030], 4, False),)))
+    write_cases(os.path.join(args.out_dir, f"{OP}_errors.json"), build_errors())
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // The NSA family (SPEC.md §2.14-2.17: nsa_compressed_fwd, nsa_topk, nsa_selected_fwd) through the public
 // C++ API, for what the JSON cases cannot say: non-finite scales, device placement, overlapping outputs,
-// the kernel impl's Unsupported error and empty warm-up matrix (nsa_compressed_fwd, nsa_topk), the
-// kernels nsa_selected_fwd's calls select and its warm-up; the packed-metadata checks of
+// the kernel impl's Unsupported error and empty warm-up matrix (nsa_compressed_fwd), the kernels
+// nsa_topk's and nsa_selected_fwd's calls select and their warm-ups; the packed-metadata checks of
 // validate_inputs leaving the outputs unwritten; and the references against inputs whose results are
 // known in closed form (q = 0 gives uniform weights, constant key rows give known dot products).
 #include <doctest/doctest.h>
@@ -230,50 +230,6 @@ TEST_CASE("nsa ops: scale required, finite and > 0; integer parameters in range;
                        doctest::Contains("is_causal: expected a boolean, got none"), attnjit::InvalidArgument);
 }
 
-TEST_CASE("nsa_topk: the kernel impl validates the call, then fails with Unsupported; no warm-up") {
-  test::TempDir dir("nsakern");
-  attnjit::Runtime rt(test::options_in(dir));
-  Compressed cp({3, 5}, 4, 16, 1, 64, 64);
-  Topk tk({3, 5}, 4, 32, 2, 128, 4);
-  struct Item {
-    const char* op;
-    attnjit::Config cfg;
-    TensorArgs dev;
-  } items[] = {{"nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}, on_device(tk.args())}};
-  for (auto& it : items) {
-    INFO(it.op);
-    for (const char* backend : {"auto", "portable", "hopper"}) {
-      attnjit::Config c = it.cfg;
-      c.set("backend", std::string(backend));
-      try {
-        rt.op(it.op, c).plan(it.dev);
-        FAIL("a kernel plan was built for backend " << backend);
-      } catch (const attnjit::Unsupported& e) {
-        const std::string m = e.what();
-        INFO(m);
-        CHECK(test::starts_with(m, std::string(it.op) + ": unsupported: impl 'kernel'"));
-        CHECK(test::contains(m, "no GPU kernel is built yet"));
-        CHECK(test::contains(m, backend));
-      }
-      CHECK(rt.impl().op(it.op, nlohmann::json::parse(c.json()))->kernels_for(it.dev, "sm_90a").empty());
-    }
-    // A bad call is still an InvalidArgument: the checks come first.
-    TensorArgs bad = it.dev;
-    TensorRef q = *bad.find("q");
-    q.dtype = DType::kF32;
-    bad.set("q", q);
-    CHECK(test::starts_with(run_error(rt.op(it.op, it.cfg), bad), std::string(it.op) + ": dtype: q: expected fp16 or bf16"));
-    CHECK(attnjit::detail::find_op(it.op).default_matrix("sm_90a").empty());
-    CHECK(attnjit::detail::find_op(it.op).default_matrix("sm_80").empty());
-    const auto names = attnjit::Runtime::op_names();
-    CHECK(std::find(names.begin(), names.end(), it.op) != names.end());
-  }
-  // Host tensors on the kernel impl: a device error, outputs untouched.
-  CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}), cp.args()),
-                          "nsa_compressed_fwd: device: q: expected a CUDA tensor"));
-  CHECK(cp.untouched());
-}
-
 // The kernels a call selects (descriptors only; the numerics are the GPU grid's,
 // tests/gen/nsa_compressed_fwd_cases.py): the shared attention kernels in compressed-key mode, hopper on
 // sm_90a under 'auto' where TMA can read k_cmp / v_cmp, portable elsewhere; DK != DV has no kernel.
@@ -336,6 +292,17 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
     }
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_compressed_fwd").default_matrix("sm_80").size() == 4);
+  // A bad call is still an InvalidArgument (the checks come before the kernel choice); host tensors on the
+  // kernel impl are a device error with the outputs untouched.
+  TensorArgs bad = on_device(f16.args());
+  TensorRef q = *bad.find("q");
+  q.dtype = DType::kF32;
+  bad.set("q", q);
+  CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}), bad),
+                          "nsa_compressed_fwd: dtype: q: expected fp16 or bf16"));
+  CHECK(test::starts_with(run_error(rt.op("nsa_compressed_fwd", {{"scale", 0.1}, {"bs", 4}}), f16.args()),
+                          "nsa_compressed_fwd: device: q: expected a CUDA tensor"));
+  CHECK(f16.untouched());
 }
 
 // The kernels a call selects (descriptors only; the numerics are the GPU grid's,
@@ -412,6 +379,79 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
     for (int m : {16, 32, 64}) want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}", dt, m));
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_80").size() == 6);
+}
+
+// The kernels an nsa_topk call selects (descriptors only; the numerics are the GPU grid's,
+// tests/gen/nsa_topk_cases.py): one portable kernel per dtype, D and tokens per CTA (64 / G for G 16
+// and 32, else 1); 'hopper' names its gap; bad calls are still InvalidArgument.
+TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend; 'hopper' is not built yet") {
+  test::TempDir dir("nsatopkkern");
+  attnjit::Runtime rt(test::options_in(dir));
+  auto& impl = rt.impl();
+  const nlohmann::json cfg = {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}};
+  auto selected = [&](const nlohmann::json& c, Topk& tk, const std::string& arch) {
+    const auto specs = impl.op("nsa_topk", c)->kernels_for(on_device(tk.args()), arch);
+    REQUIRE(specs.size() == 1);
+    return specs[0].name;
+  };
+  struct Want {
+    int64_t H, H_kv, D;
+    DType dt;
+    const char* name;
+  } wants[] = {{16, 1, 64, DType::kF16, "nsa_topk.portable.fp16.d64.t4"},
+               {64, 4, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t4"},
+               {32, 1, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t2"},
+               {96, 2, 64, DType::kBF16, "nsa_topk.portable.bf16.d64.t1"},
+               {64, 1, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t1"},
+               {256, 2, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t1"}};
+  for (const auto& w : wants) {
+    INFO(w.name);
+    Topk tk({3, 5}, 4, w.H, w.H_kv, w.D, 4, w.dt);
+    for (const char* backend : {"auto", "portable"}) {
+      nlohmann::json c = cfg;
+      c["backend"] = backend;
+      CHECK(selected(c, tk, "sm_90a") == w.name);
+      CHECK(selected(c, tk, "sm_80") == w.name);
+    }
+  }
+  Topk tk({3, 5}, 4, 16, 1, 64, 4);
+  nlohmann::json hopper = cfg;
+  hopper["backend"] = "hopper";
+  try {
+    impl.op("nsa_topk", hopper)->kernels_for(on_device(tk.args()), "sm_90a");
+    FAIL("backend 'hopper' selected a kernel");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(std::string(e.what()) ==
+          "nsa_topk: unsupported: backend 'hopper': the hopper kernel is not built yet for this op; use "
+          "backend 'auto' or 'portable'");
+  }
+  try {
+    impl.op("nsa_topk", cfg)->kernels_for(on_device(tk.args()), "sm_75");
+    FAIL("sm_75 selected a kernel");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(test::contains(e.what(), "nsa_topk: backend 'portable' needs sm_80 or newer, got sm_75"));
+  }
+  TensorArgs bad = on_device(tk.args());
+  TensorRef q = *bad.find("q");
+  q.dtype = DType::kF32;
+  bad.set("q", q);
+  for (const char* backend : {"auto", "hopper"}) {
+    attnjit::Config c{{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}};
+    c.set("backend", std::string(backend));
+    CHECK(test::starts_with(run_error(rt.op("nsa_topk", c), bad), "nsa_topk: dtype: q: expected fp16 or bf16"));
+  }
+  CHECK(test::starts_with(run_error(rt.op("nsa_topk", {{"scale", 0.1}, {"bs", 4}, {"selected_block_num", 4}}),
+                                    tk.args()),
+                          "nsa_topk: device: q: expected a CUDA tensor"));
+  CHECK(tk.untouched());
+  // The warm-up: D 128, fp16 and bf16, 4, 2 and 1 tokens a CTA (group sizes 16, 32, >= 48).
+  std::set<std::string> warm;
+  for (const auto& s : attnjit::detail::find_op("nsa_topk").default_matrix("sm_90a")) warm.insert(s.name);
+  std::set<std::string> want;
+  for (const char* dt : {"fp16", "bf16"})
+    for (int t : {4, 2, 1}) want.insert(fmt::format("nsa_topk.portable.{}.d128.t{}", dt, t));
+  CHECK(warm == want);
+  CHECK(attnjit::detail::find_op("nsa_topk").default_matrix("sm_80").size() == 6);
 }
 
 TEST_CASE("nsa references: device tensors, mixed placements and overlapping outputs are rejected, unwritten") {

@@ -1,6 +1,5 @@
-// nsa_topk (SPEC.md §2.16, metadata §2.14): configuration, validation and the reference plan. No GPU
-// kernel is built yet: a kernel-impl call validates like any other, then fails with Unsupported, and
-// the op adds nothing to the warm-up matrix.
+// nsa_topk (SPEC.md §2.16, metadata §2.14): configuration, validation, the kernel plan
+// (ops/nsa/nsa_topk_kernel.hpp: the portable kernel; 'hopper' is not built yet) and the reference plan.
 #include <fmt/format.h>
 
 #include <memory>
@@ -13,7 +12,9 @@
 #include "ops/base/op.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/validation.hpp"
+#include "nsa/nsa_topk_params.cuh"
 #include "ops/nsa/nsa_common.hpp"
+#include "ops/nsa/nsa_topk_kernel.hpp"
 #include "ops/nsa/reference.hpp"
 #include "ops/registry.hpp"
 
@@ -87,22 +88,23 @@ class NsaTopkOp final : public detail::OpInstance {
   NsaTopkOp(OpContext& ctx, const nlohmann::json& config)
       : NsaTopkOp(ctx, detail::ConfigReader(kOp, config, nsa::topk_config_keys())) {}
 
-  // The descriptor checks of a device call run; there is nothing to compile.
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
-    (void)arch;
-    nsa::validate_topk_call(cfg_, tensors, Placement::kDevice);
-    return {};
+    const nsa::TopkCall call = nsa::validate_topk_call(cfg_, tensors, Placement::kDevice);
+    return {nsa::topk_kernel_spec(kOp, nsa::choose_topk_kernel(kOp, call.dtype, call.D, call.group(), backend_, arch))};
   }
 
  protected:
+  // A kernel plan is static in the dtype, D, the tokens per CTA (from the group size) and the device.
   std::string signature(const TensorArgs& tensors) const override {
-    nsa::validate_topk_call(cfg_, tensors, placement_for(impl_));
-    return impl_ == detail::Impl::kReference ? "reference" : "kernel";
+    const nsa::TopkCall call = nsa::validate_topk_call(cfg_, tensors, placement_for(impl_));
+    if (impl_ == detail::Impl::kReference) return "reference";
+    return fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+                       kernels::nsa_topk_tokens(call.group()), call.device.index);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    (void)tensors;
-    if (impl_ != detail::Impl::kReference) nsa::no_kernel(kOp, backend_);
+    if (impl_ != detail::Impl::kReference)
+      return nsa::make_topk_plan(ctx_, kOp, cfg_, nsa::validate_topk_call(cfg_, tensors, Placement::kDevice), backend_);
     return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
       const nsa::TopkCall call = nsa::validate_topk_call(cfg, t, Placement::kHost);
       if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
@@ -123,8 +125,13 @@ class NsaTopkOp final : public detail::OpInstance {
 namespace attnjit::detail {
 
 OpDefinition nsa_topk_definition() {
-  // No kernels yet: the warm-up compiles nothing for this op.
-  return ops::op_definition<ops::NsaTopkOp>(ops::kOp, [](const std::string&) { return std::vector<jit::KernelSpec>{}; });
+  // D 128, fp16 and bf16, group sizes 16, 32 and >= 48 (D 64 compiles on first use).
+  return ops::op_definition<ops::NsaTopkOp>(ops::kOp, [](const std::string& arch) {
+    std::vector<jit::KernelSpec> specs;
+    for (DType dt : {DType::kF16, DType::kBF16})
+      for (auto& s : ops::nsa::topk_warmup_specs(ops::kOp, dt, 128, arch)) specs.push_back(std::move(s));
+    return specs;
+  });
 }
 
 // Rank: the op's place in `attnjit info` and the warm-up (ops/registry.hpp), after nsa_compressed_fwd.
