@@ -35,8 +35,10 @@ FLOPs (per call, counted exactly for one request of L tokens; docs/performance.m
               then the importances).
   nsa_forward the sum of the four.
 
-`python3 tools/bench/bench_nsa.py --self-test` checks the case list and the counts (closed forms against
-brute-force loops and hand-worked figures) without torch or a GPU; `--list` prints the cases and counts.
+`python3 tools/bench/bench_nsa.py --self-test [--lib PATH]` checks the case list and the counts (closed forms
+against brute-force loops and hand-worked figures) without torch or a GPU; where torch is importable (a CPU
+build will do) it also checks the compositions against attnjit's CPU reference on a tiny case and runs the
+suites' row logic end to end on the CPU, including the 'skipped' rows. `--list` prints the cases and counts.
 """
 from __future__ import annotations
 
@@ -58,7 +60,10 @@ except ImportError as _e:  # the cases, the counts and their self-test need no t
 
 SUITES = ("nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd", "nsa_forward")
 TOPK_SET_TOL = 0.01  # fraction of rows whose selected set may differ from the composition's
+# The device the suites allocate on, and keys merged into every attnjit config; the self-test points them at
+# the CPU and the reference implementation to run the row logic without a GPU.
 DEVICE = "cuda"
+EXTRA_CONFIG = {}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -126,7 +131,7 @@ def _brute(L, bs, S, W):
     return cmp, cand, sel, win
 
 
-def self_test():
+def self_test(lib=None):
     cases, quick = nsa_cases(False), nsa_cases(True)
     assert [c["T"] for c in cases] == [65536, 8192, 16384] and [c["T"] for c in quick] == [8192]
     assert all((c["H"], c["H_kv"], c["D"], c["bs"], c["S"], c["W"]) == (64, 4, 128, 64, 16, 512) for c in cases)
@@ -156,7 +161,115 @@ def self_test():
     print("counts: ok (3 + 1 NSA cases; closed forms match brute force on 6 small shapes)")
     if torch is None:
         print(f"compositions: not checked (no torch: {_TORCH_ERROR}); they run on the GPU host")
+        return 0
+    if lib is None:
+        try:
+            import attnjit_ctypes as aj
+            lib = aj.find_library(None)
+        except Exception as e:  # noqa: BLE001
+            print(f"compositions: not checked against attnjit ({type(e).__name__}: {e})")
+            return 0
+    _check_compositions(lib)
+    _check_rows(lib)
     return 0
+
+
+def _tiny():
+    return {"T": 150, "H": 32, "H_kv": 2, "D": 64, "bs": 8, "S": 4, "W": 20}
+
+
+def _check_compositions(lib):
+    """The compositions on the CPU against attnjit's reference on a tiny case (one request of 150 tokens):
+    each branch by rel L2, the selection set by set, the whole forward."""
+    import attnjit_ctypes as aj
+    c = _tiny()
+    t = nsa_inputs(c, "cpu")
+    scale = c["D"] ** -0.5
+    cfgs = {k: dict(v, impl="reference") for k, v in _configs(c, scale).items()}
+    rt = aj.Runtime(None, lib=lib)
+    try:
+        def ours(op, cfg_key, out, blocks=None):
+            rt.run("gqa_varlen_fwd" if cfg_key in ("window", "dense_causal") else op, cfgs[cfg_key],
+                   _tensors(t, cfg_key, out, blocks))
+            return out
+        T, H_kv, S = c["T"], c["H_kv"], c["S"]
+        blocks = ours("nsa_topk", "nsa_topk", torch.empty(T, H_kv, S, dtype=torch.int32))
+        peer_blocks = torch_topk(t["q"], t["k_cmp"], c["bs"], S, scale, chunk=64)
+        same = (torch.sort(blocks, -1).values == torch.sort(peer_blocks, -1).values).all(-1)
+        assert bool(same.all()), f"nsa_topk composition: {int((~same).sum())} rows differ"
+        assert bool((peer_blocks == -1).any()) and bool((peer_blocks[-1] >= 0).all())
+        pairs = [("nsa_compressed_fwd", torch_compressed(t["q"], t["k_cmp"], t["v_cmp"], c["bs"], scale, chunk=64),
+                  ours("nsa_compressed_fwd", "nsa_compressed_fwd", torch.empty_like(t["q"]))),
+                 ("nsa_selected_fwd", torch_selected(t["q"], t["k"], t["v"], blocks, c["bs"], scale, chunk=32),
+                  ours("nsa_selected_fwd", "nsa_selected_fwd", torch.empty_like(t["q"]), blocks)),
+                 ("window", torch_window(t["q"], t["k"], t["v"], c["W"], scale, chunk=64),
+                  ours("window", "window", torch.empty_like(t["q"])))]
+        for name, got, ref in pairs:
+            err = rel_l2(got, ref)
+            assert err < 1e-2, (name, err)
+        o = gate(t, *(ref for _, _, ref in pairs))
+        err = rel_l2(torch_forward(t, c, scale), o)
+        assert err < 1e-2, ("nsa_forward", err)
+        assert selected_pairs_of(blocks, c["bs"], c["H"]) == c["H"] * sel_pairs(c["T"], c["bs"], S)
+    finally:
+        rt.close()
+    print("compositions: ok (torch on the CPU against attnjit's reference: 3 branches, the selection, the forward)")
+
+
+def _check_rows(lib):
+    """The suites' row logic end to end on the tiny case: the reference impl as ours, CPU timers; then once
+    more with nsa_topk refusing to plan (ATTNJIT_UNSUPPORTED), which must give 'skipped' rows."""
+    global DEVICE, EXTRA_CONFIG
+    import types
+    import attnjit_ctypes as aj
+
+    def cpu_bench(fn, min_reps=3, **_):
+        t0 = time.perf_counter()
+        for _ in range(min_reps):
+            fn()
+        return {"ms": (time.perf_counter() - t0) * 1e3 / min_reps, "min_ms": None, "reps": min_reps,
+                "method": "cpu timer (self-test)"}
+
+    class NoTopk:
+        def __init__(self, rt):
+            self.rt = rt
+
+        def plan(self, op, cfg, tensors):
+            if op == "nsa_topk":
+                raise aj.AttnjitError("attnjit_plan_create", 2, "nsa_topk: unsupported: impl 'kernel' (backend "
+                                      "'auto'): no GPU kernel is built yet for this op")
+            return self.rt.plan(op, cfg, tensors)
+
+    saved = (DEVICE, EXTRA_CONFIG, bench_common.bench, list(bench_common.ROWS))
+    rt = aj.Runtime(None, lib=lib)
+    try:
+        DEVICE, EXTRA_CONFIG, bench_common.bench = "cpu", {"impl": "reference"}, cpu_bench
+        bench_common.ROWS.clear()
+        args = types.SimpleNamespace(min_reps=2, rt_error=None)
+        for suite in SUITES:
+            run_nsa_case(rt, suite, _tiny(), args)
+        rows = list(bench_common.ROWS)
+        bench_common.ROWS.clear()
+        for suite in ("nsa_topk", "nsa_forward"):
+            run_nsa_case(NoTopk(rt), suite, _tiny(), args)
+        skipped = list(bench_common.ROWS)
+    finally:
+        DEVICE, EXTRA_CONFIG, bench_common.bench = saved[0], saved[1], saved[2]
+        bench_common.ROWS[:] = saved[3]
+        rt.close()
+    assert [(r["suite"], r["impl"]) for r in rows] == [
+        ("nsa_compressed_fwd", "attnjit"), ("nsa_compressed_fwd", "torch"), ("nsa_topk", "attnjit"),
+        ("nsa_topk", "torch"), ("nsa_selected_fwd", "attnjit"), ("nsa_selected_fwd", "torch"),
+        ("nsa_forward", "attnjit"), ("nsa_forward", "attnjit gqa_varlen_fwd dense causal"), ("nsa_forward", "torch")]
+    assert all(not r.get("error") and r["tflops"] > 0 for r in rows), [r.get("error") for r in rows]
+    assert all(r["check"] == "ok" and r["ratio"] > 0 for r in rows if r["impl"] == "attnjit"), rows
+    fwd = next(r for r in rows if r["suite"] == "nsa_forward" and r["impl"] == "attnjit")
+    assert fwd["speedup_vs_dense"] > 0 and fwd["err_peer"] < 1e-2
+    assert [(r["suite"], r["impl"], r.get("check")) for r in skipped] == [
+        ("nsa_topk", "attnjit", "skipped"), ("nsa_topk", "torch", None), ("nsa_forward", "attnjit", "skipped"),
+        ("nsa_forward", "attnjit gqa_varlen_fwd dense causal", None), ("nsa_forward", "torch", None)]
+    assert all("skipped: nsa_topk has no GPU kernel yet" in r["error"] for r in skipped if r.get("check") == "skipped")
+    print("rows: ok (4 suites end to end on the CPU reference; an op without a kernel gives 'skipped' rows)")
 
 
 def list_cases(quick=False):
@@ -333,11 +446,12 @@ def _is_unsupported(e):
 
 
 def _configs(c, scale):
-    return {"nsa_compressed_fwd": {"scale": scale, "bs": c["bs"]},
+    cfgs = {"nsa_compressed_fwd": {"scale": scale, "bs": c["bs"]},
             "nsa_topk": {"scale": scale, "selected_block_num": c["S"], "bs": c["bs"]},
             "nsa_selected_fwd": {"is_causal": True, "scale": scale, "block_size": c["bs"]},
             "window": {"is_causal": True, "window_size_left": c["W"] - 1, "sm_scale": scale},
             "dense_causal": {"is_causal": True, "sm_scale": scale}}
+    return {k: dict(v, **EXTRA_CONFIG) for k, v in cfgs.items()}
 
 
 def _tensors(t, op, out, blocks=None):
@@ -485,7 +599,7 @@ def run_nsa_case(rt, suite, c, args):
                     note = "chain + torch gated sum, all timed" if suite == "nsa_forward" else ""
                     got_out = got
                 tm = bench_common.bench(ours, args.min_reps)
-                row("attnjit", tm, got_out, note + f"; plan_create {chain.plan_s * 1e3:.0f} ms (incl. JIT)",
+                row("attnjit", tm, got_out, (note + "; " if note else "") + f"plan_create {chain.plan_s * 1e3:.0f} ms (incl. JIT)",
                     extra=extra)
         except Exception as e:  # noqa: BLE001
             row("attnjit", error=f"{type(e).__name__}: {e}")
@@ -537,6 +651,7 @@ if __name__ == "__main__":
     ap.add_argument("--self-test", action="store_true", help="check the cases and counts (no torch, no GPU)")
     ap.add_argument("--list", action="store_true", help="print the cases and their FLOP counts")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--lib", default=None, help="libattnjit.so for the composition checks (with torch)")
     a = ap.parse_args()
     if a.list:
         list_cases(a.quick)
@@ -545,4 +660,4 @@ if __name__ == "__main__":
         ap.print_help()
         print("\nrun the suites through tools/bench/bench_torch.py --suite " + "|".join(SUITES))
         sys.exit(0)
-    sys.exit(self_test())
+    sys.exit(self_test(a.lib))
