@@ -4,7 +4,8 @@
 Run on the GPU host (H200; PyTorch with CUDA, Triton, cuDNN):
 
     python3 tools/bench/bench_torch.py --lib build/libattnjit.so \
-        [--suite gqa|gqa_bwd|paged_kv_write|lightning_indexer|mla_decode|dsa_decode|all] [--json out.json] [--quick]
+        [--suite gqa|gqa_bwd|paged_kv_write|lightning_indexer|mla_decode|dsa_decode|nsa_forward|...|all]
+        [--json out.json] [--quick]
 
 Suites
   gqa             gqa_fwd (bf16, BSHD, GQA) vs torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2,
@@ -64,6 +65,14 @@ Suites
                   with V = kv[..., :D]). TFLOP/s over the valid selected slots: 2 B S H topk (D + tail) +
                   2 B S H topk D; GB/s = B S H_kv topk (D + tail) * 2 bytes of selected rows.
                   Both: tools/bench/bench_mla.py (--self-test checks its cases, counts and compositions on the CPU).
+  nsa_compressed_fwd, nsa_topk, nsa_selected_fwd, nsa_forward
+                  Native Sparse Attention (bf16, one request of T 65536 / 8192 / 16384 tokens, H 64, H_kv 4,
+                  D 128, bs 64, S 16, window 512; --quick: T 8192): each op, and the whole forward (the
+                  compressed, selected and sliding-window branches + the gates), vs a PyTorch composition of the
+                  same math (queries in chunks); nsa_forward also beside the dense causal gqa_varlen_fwd on the
+                  same tokens (speedup_vs_dense). An op without a GPU kernel gives a row "skipped". TFLOP/s =
+                  4 D per visible (query head, key) pair (nsa_topk: 2 * 2 D per (query head, candidate chunk)).
+                  tools/bench/bench_nsa.py (--self-test checks its cases and counts without torch; --list).
 
 Timing (GPU.md "Measuring"): CUDA events after warm-up, the median of >= 20 repetitions
 (triton.testing.do_bench with L2 flushed before every repetition, its rep time stretched so that
@@ -83,7 +92,8 @@ Ceilings measured on the host: bf16 dense GEMM 801 TFLOP/s, device-to-device cop
 Modules (tools/bench/): bench_common.py (timing, checks, rows), one per family with its suites:
 bench_dense.py (gqa, gqa_bwd), bench_paged.py (decode, prefill_append), bench_kv_cache.py (paged_kv_write),
 bench_indexer.py (lightning_indexer), bench_torch_fp8_indexer.py (fp8_lightning_indexer, topk_select),
-bench_bsa.py (bsa, bsa_bwd), bench_mla.py (mla_decode, dsa_decode); attnjit_ctypes.py is the binding they call.
+bench_bsa.py (bsa, bsa_bwd), bench_mla.py (mla_decode, dsa_decode), bench_nsa.py (nsa_compressed_fwd, nsa_topk,
+nsa_selected_fwd, nsa_forward); attnjit_ctypes.py is the binding they call.
 """
 from __future__ import annotations
 
@@ -116,12 +126,13 @@ def main():
     ap.add_argument("--lib", default=None, help="libattnjit.so (default: $ATTNJIT_LIB, then <repo>/build)")
     ap.add_argument("--suite", choices=("gqa", "gqa_bwd", "paged_kv_write", "lightning_indexer", "bsa", "bsa_bwd",
                                         "decode", "prefill_append", "fp8_lightning_indexer", "topk_select",
-                                        "mla_decode", "dsa_decode", "all"),
+                                        "mla_decode", "dsa_decode", "nsa_compressed_fwd", "nsa_topk",
+                                        "nsa_selected_fwd", "nsa_forward", "all"),
                     default="all")
     ap.add_argument("--json", default=None, help="write every result (and the environment) here")
     ap.add_argument("--quick", action="store_true",
                     help="a reduced set: D=128 S=4096 causal/full/window/softcap (gqa_bwd: causal/full; "
-                         "mla_decode: one case of each kind; dsa_decode: B 8)")
+                         "mla_decode: one case of each kind; dsa_decode: B 8; nsa suites: T 8192)")
     ap.add_argument("--options", default=None, help="attnjit RuntimeOptions as JSON, e.g. '{\"log_level\":\"warn\"}'")
     ap.add_argument("--min-reps", type=int, default=20, help="at least this many timed repetitions (default 20)")
     ap.add_argument("--l2", choices=("flush", "stream"), default="flush",
@@ -213,6 +224,12 @@ def main():
         if args.suite in ("dsa_decode", "all"):
             for c in dsa_cases(args.quick):
                 run_case("dsa_decode", dsa_name(c), dsa_name(c), lambda: run_dsa_case(rt, c, args))
+        for suite in ("nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd", "nsa_forward"):
+            if args.suite in (suite, "all"):
+                import bench_nsa  # the NSA suites live in their own module
+                for c in bench_nsa.nsa_cases(args.quick):
+                    run_case(suite, bench_nsa.nsa_name(c), bench_nsa.nsa_name(c),
+                             lambda: bench_nsa.run_nsa_case(rt, suite, c, args))
     finally:
         print_table()
         if args.json:
