@@ -8,7 +8,7 @@
 // slot list, so a slot's validity is one flag per tile row.
 //
 // WARPS warps, warp w owns rows 16 w .. + 16 with the full QK depth and all D value columns (D <= 128:
-// D / 2 fp32 accumulators a thread). K and V tiles of kNsaSelBN slots stream through a kNsaSelStages-deep
+// D / 2 fp32 accumulators a thread). K and V tiles of BN slots stream through a STAGES-deep
 // cp.async ring; eight threads load a row of each (one slot resolution per row and tile, shared by the K
 // and the V row). Invalid slots (past the count, a negative id, a key at or past the row's limit, a row
 // outside the packed batch) are zero-filled and masked to -inf; the online softmax is
@@ -54,18 +54,31 @@ struct NsaSelSlots {
   }
 };
 
-template <typename T, int D, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_constant__ NsaSelectedParams p) {
+// KSPLIT > 1: KSPLIT warps share each row group and split every key tile between them (warp w: row
+// group w % WARPS, keys [(w / WARPS) BN / KSPLIT, + BN / KSPLIT) of each tile), each with its own online
+// softmax; their states merge through shared memory at the end. More warps per SM for the small row
+// counts of NSA's groups (16 heads: one row group).
+template <typename T, int D, int WARPS, int BN, int STAGES, int KSPLIT>
+__global__ void __launch_bounds__(WARPS * KSPLIT * 32) nsa_selected_fwd(const __grid_constant__ NsaSelectedParams p) {
   static_assert(sizeof(T) == 2, "nsa_selected_fwd: 16-bit operands");
   static_assert(D == 64 || D == 128, "nsa_selected_fwd: D is 64 or 128");
   static_assert(WARPS >= 1 && WARPS <= 4, "nsa_selected_fwd: 1 to 4 row groups");
-  using Cfg = NsaSelTileCfg<T, D, WARPS>;
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 64 && STAGES >= 2 && STAGES <= 4,
+                "nsa_selected_fwd: BN 16 to 64 slots (a multiple of 16), 2 to 4 stages");
+  static_assert((KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4) && (BN / KSPLIT) % 16 == 0 && WARPS * KSPLIT <= 8,
+                "nsa_selected_fwd: 1, 2 or 4 key splits of 16 slots or more, at most 8 warps");
+  using Cfg = NsaSelTileCfg<T, D, WARPS * KSPLIT>;
   using Mma = MmaOp<T>;
-  constexpr int BM = 16 * WARPS, BN = kNsaSelBN, STAGES = kNsaSelStages, kThreads = WARPS * 32;
+  constexpr int BM = 16 * WARPS, kThreads = WARPS * KSPLIT * 32;
+  constexpr int kWarpKeys = BN / KSPLIT;               // this warp's slots of each tile
   constexpr int KS = D / 16;                           // k16 steps of the QK depth
-  constexpr int kNT = BN / 8, kDT = D / 8;             // n8 tiles of S; of the output columns
+  constexpr int kNT = kWarpKeys / 8, kDT = D / 8;      // n8 tiles of S; of the output columns
   constexpr int kCh = D / 8;                           // 16-byte chunks per row
   constexpr int kRowsPerPass = kThreads / 8;           // eight threads a row
+  static_assert(nsa_selected_merge_bytes(D, WARPS, KSPLIT) <= (BM + 2 * STAGES * BN) * D * 2 &&
+                    nsa_selected_threads(WARPS, KSPLIT) == kThreads &&
+                    nsa_selected_smem_bytes(D, WARPS, BN, STAGES) == (BM + 2 * STAGES * BN) * D * 2 + STAGES * BN * 4,
+                "nsa_selected_fwd: the host's geometry (nsa_selected_fwd_params.cuh); the merge fits Q and the rings");
   constexpr unsigned kRows16 = 16 * D * sizeof(T);     // bytes of 16 tile rows
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -74,7 +87,9 @@ __global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_cons
   T* sV = sK + STAGES * BN * D;
   int* sValid = reinterpret_cast<int*>(sV + STAGES * BN * D);
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int warp = (tid / 32) % WARPS, kpart = tid / 32 / WARPS;  // row group, key part
+  const int wk0 = kpart * kWarpKeys;                                // this warp's first slot of each tile
   const int t = blockIdx.x;
   const int r = static_cast<int>(blockIdx.y) / p.m_tiles;
   const int m_base = (static_cast<int>(blockIdx.y) - r * p.m_tiles) * BM;
@@ -148,7 +163,7 @@ __global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_cons
   // This lane's ldmatrix rows: Q (A operand) chunk lane / 16 of its row, K (B operand) chunk
   // (lane / 8) % 2, V (B operand, transposed) chunk lane / 16; all block offsets are multiples of 8 rows.
   const unsigned q_lane = lane_addr<Cfg>(sQ, warp * 16 + lane % 16, lane / 16);
-  const int k_row = lane % 8 + (lane / 16) * 8, v_row = lane % 8 + ((lane / 8) % 2) * 8;
+  const int k_row = wk0 + lane % 8 + (lane / 16) * 8, v_row = wk0 + lane % 8 + ((lane / 8) % 2) * 8;
   const float score_scale = p.scale_log2;
 
   float o_acc[1][kDT][4];
@@ -191,7 +206,7 @@ __global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_cons
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (!sValid[stage * BN + nt * 8 + 2 * (lane % 4) + (e & 1)]) s[0][nt][e] = -kInf();
+        if (!sValid[stage * BN + wk0 + nt * 8 + 2 * (lane % 4) + (e & 1)]) s[0][nt][e] = -kInf();
 
     float tile_max[1][2];
     bool moved = false;
@@ -206,7 +221,7 @@ __global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_cons
 
     // O += P V.
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
       unsigned a[4];
       a[0] = Mma::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
       a[1] = Mma::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
@@ -222,6 +237,47 @@ __global__ void __launch_bounds__(WARPS * 32) nsa_selected_fwd(const __grid_cons
     }
   }
   cp_async_wait<0>();  // no cp.async may be pending at exit
+
+  if constexpr (KSPLIT > 1) {
+    // Merge the key parts' states (same rows, disjoint keys) into key part 0 through shared memory (Q
+    // and the rings are free once every warp is past the loop): per lane, its fragments' m, l and O.
+    constexpr int kPer = 4 + kDT * 4;
+    float* red = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();
+    if (kpart != 0) {
+      float* dst = red + (((kpart - 1) * WARPS + warp) * 32 + lane) * kPer;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        dst[hf] = m_i[0][hf];
+        dst[2 + hf] = l_i[0][hf];
+      }
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[4 + dt * 4 + e] = o_acc[0][dt][e];
+    }
+    __syncthreads();
+    if (kpart != 0) return;
+    for (int kp = 1; kp < KSPLIT; ++kp) {
+      const float* src = red + (((kp - 1) * WARPS + warp) * 32 + lane) * kPer;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const float mw = src[hf], lw = src[2 + hf];
+        const float M = fmaxf(m_i[0][hf], mw);
+        const float a0 = m_i[0][hf] == -kInf() ? 0.f : fast_exp2((m_i[0][hf] - M) * score_scale);
+        const float aw = mw == -kInf() ? 0.f : fast_exp2((mw - M) * score_scale);
+        m_i[0][hf] = M;
+        l_i[0][hf] = l_i[0][hf] * a0 + lw * aw;
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = 2 * hf + e;
+            o_acc[0][dt][k] = o_acc[0][dt][k] * a0 + src[4 + dt * 4 + k] * aw;
+          }
+      }
+    }
+  }
 
   // Normalise and write (rows without a visible key: l = 0, zeros).
 #pragma unroll

@@ -7,14 +7,19 @@
 namespace attnjit::kernels {
 
 // Geometry: a CTA takes the query rows of one (token, KV head) pair, WARPS row groups of 16 (the group
-// size g when g <= 64, else tiles of 64 rows), and streams key tiles of kNsaSelBN slots through a
-// kNsaSelStages-deep cp.async ring of K and V tiles.
-constexpr int kNsaSelBN = 32;
-constexpr int kNsaSelStages = 3;
+// size g when g <= 64, else tiles of 64 rows), and streams key tiles of BN slots through a STAGES-deep
+// cp.async ring of K and V tiles.
 ATTNJIT_HD constexpr int nsa_selected_warps(long long group) { return group >= 64 ? 4 : static_cast<int>(group / 16); }
-ATTNJIT_HD constexpr int nsa_selected_smem_bytes(int d, int warps) {
-  return (16 * warps + 2 * kNsaSelStages * kNsaSelBN) * d * 2  // Q, the K and V rings (16-bit)
-         + kNsaSelStages * kNsaSelBN * 4;                      // slot validity flags
+ATTNJIT_HD constexpr int nsa_selected_smem_bytes(int d, int warps, int bn, int stages) {
+  return (16 * warps + 2 * stages * bn) * d * 2  // Q, the K and V rings (16-bit)
+         + stages * bn * 4;                      // slot validity flags
+}
+// Threads: warps row groups, each on ksplit warps that split the key tiles.
+ATTNJIT_HD constexpr int nsa_selected_threads(int warps, int ksplit) { return warps * ksplit * 32; }
+// The key-split merge reuses Q's tile and the rings: (ksplit - 1) warps of each row group leave m, l and O
+// per lane.
+ATTNJIT_HD constexpr int nsa_selected_merge_bytes(int d, int warps, int ksplit) {
+  return (ksplit - 1) * warps * 32 * (4 + d / 2) * 4;
 }
 
 struct NsaSelectedParams {

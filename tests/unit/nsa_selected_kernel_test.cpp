@@ -31,7 +31,9 @@ TEST_CASE("nsa_selected_fwd kernel: every variant compiles for sm_90a with no sp
       for (int64_t group : {16, 32, 48, 64}) {
         const auto k = nsa::choose_selected_kernel(kOp, dt, D, group, attnjit::detail::Backend::kPortable, "sm_90a");
         CHECK(k.warps == group / 16);
-        CHECK(k.smem_bytes() == (group + 192) * D * 2 + 384);
+        // The default tile: 32 slots, 2 stages, two warps a row group splitting each tile.
+        CHECK(k.smem_bytes() == (group + 128) * D * 2 + 256);
+        CHECK(k.threads() == 64 * k.warps);
         CHECK(k.smem_bytes() <= 99 * 1024);  // sm_86 / sm_89's per-block limit
         const auto spec = nsa::selected_kernel_spec(kOp, k);
         const auto r = compiler.compile(spec);
@@ -47,4 +49,37 @@ TEST_CASE("nsa_selected_fwd kernel: every variant compiles for sm_90a with no sp
   // Group sizes past 64 take tiles of 64 rows.
   CHECK(attnjit::kernels::nsa_selected_warps(128) == 4);
   CHECK(attnjit::kernels::nsa_selected_warps(80) == 4);
+}
+
+// The tiles ATTNJIT_TUNE_NSA_SELECTED_TILE may pick for NSA's shape (group 16, D 128): key slots per tile,
+// ring depth and key splits; each compiles without spills, and a malformed override is a param error.
+TEST_CASE("nsa_selected_fwd kernel: tuned tiles (BNxSTAGES[xKSPLIT]) compile without spills; bad overrides rejected") {
+  namespace nsa = attnjit::ops::nsa;
+  attnjit::jit::NvrtcCompiler compiler;
+  struct Want {
+    const char* tile;
+    int bn, stages, ksplit;
+  } wants[] = {{"16x2", 16, 2, 1}, {"32x2", 32, 2, 1}, {"16x4", 16, 4, 1}, {"32x2x2", 32, 2, 2}, {"64x2x4", 64, 2, 4},
+               {"64x3x4", 64, 3, 4}, {"64x2x2", 64, 2, 2}};
+  for (const auto& w : wants) {
+    const auto k = nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 16, attnjit::detail::Backend::kAuto, "sm_90a", w.tile);
+    CHECK(k.bn == w.bn);
+    CHECK(k.stages == w.stages);
+    CHECK(k.ksplit == w.ksplit);
+    CHECK(k.threads() == 32 * w.ksplit);
+    CHECK(k.smem_bytes() == (16 + 2 * w.stages * w.bn) * 128 * 2 + w.stages * w.bn * 4);
+    const auto spec = nsa::selected_kernel_spec(kOp, k);
+    const auto r = compiler.compile(spec);
+    INFO(spec.describe() << "\n" << r.log);
+    CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
+    const size_t u = r.log.find("Used");
+    MESSAGE(spec.name << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes() << " bytes");
+  }
+  for (const char* bad : {"16", "8x2", "32x1", "32x5", "16x2x2", "32x2x3", "64x2x8", "32x2x", "32x2y"})
+    CHECK_THROWS_WITH_AS(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 16, attnjit::detail::Backend::kAuto, "sm_90a", bad),
+                         doctest::Contains("ATTNJIT_TUNE_NSA_SELECTED_TILE: expected"), attnjit::InvalidArgument);
+  // Group 64 has four row groups: two key splits reach the 8-warp limit, four exceed it.
+  CHECK(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 64, attnjit::detail::Backend::kAuto, "sm_90a", "32x2x2").threads() == 256);
+  CHECK_THROWS_AS(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 64, attnjit::detail::Backend::kAuto, "sm_90a", "64x2x4"),
+                  attnjit::InvalidArgument);
 }

@@ -322,13 +322,13 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
     int64_t H, H_kv, D;
     DType dt;
     const char* name;
-  } wants[] = {{16, 1, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m16"},
-               {32, 2, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m16"},
-               {32, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m32"},
-               {96, 2, 64, DType::kBF16, "nsa_selected_fwd.portable.bf16.d64.m48"},
-               {64, 1, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m64"},
-               {128, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m64"},
-               {160, 2, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m64"}};
+  } wants[] = {{16, 1, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m16.bn32s2k2"},
+               {32, 2, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m16.bn32s2k2"},
+               {32, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m32.bn32s2k2"},
+               {96, 2, 64, DType::kBF16, "nsa_selected_fwd.portable.bf16.d64.m48.bn32s2k2"},
+               {64, 1, 128, DType::kBF16, "nsa_selected_fwd.portable.bf16.d128.m64.bn32s2k2"},
+               {128, 1, 128, DType::kF16, "nsa_selected_fwd.portable.fp16.d128.m64.bn32s2k2"},
+               {160, 2, 64, DType::kF16, "nsa_selected_fwd.portable.fp16.d64.m64.bn32s2k2"}};
   for (const auto& w : wants) {
     INFO(w.name);
     Selected sl({3, 5}, w.H, w.H_kv, w.D, 2, w.dt);
@@ -376,7 +376,7 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
   for (const auto& s : attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_90a")) warm.insert(s.name);
   std::set<std::string> want;
   for (const char* dt : {"fp16", "bf16"})
-    for (int m : {16, 32, 64}) want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}", dt, m));
+    for (int m : {16, 32, 64}) want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}.bn32s2k2", dt, m));
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_80").size() == 6);
 }

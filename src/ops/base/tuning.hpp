@@ -23,6 +23,9 @@ struct Tuning {
   // ATTNJIT_TUNE_LATENT_TILE / "latent_tile": the key slots per tile of mla_decode's and dsa_decode's
   // hopper kernel, 48 or 32; 0 = the planner's (48).
   int latent_tile = 0;
+  // ATTNJIT_TUNE_NSA_SELECTED_TILE / "nsa_selected_tile": nsa_selected_fwd's "BNxSTAGES" (key slots per
+  // tile, ring depth), e.g. "16x2"; empty = the planner's.
+  std::string nsa_selected_tile;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <tuple>
 #include <utility>
 
 #include "attnjit/error.hpp"
@@ -68,10 +70,32 @@ void check_extents(const char* op, const SelectedConfig& cfg, const SelectedCall
 
 }  // namespace
 
-int SelectedKernelChoice::smem_bytes() const { return kernels::nsa_selected_smem_bytes(D, warps); }
+int SelectedKernelChoice::smem_bytes() const { return kernels::nsa_selected_smem_bytes(D, warps, bn, stages); }
+int SelectedKernelChoice::threads() const { return kernels::nsa_selected_threads(warps, ksplit); }
+
+namespace {
+
+// "BNxSTAGES[xKSPLIT]": BN 16, 32, 48 or 64 key slots, 2 to 4 stages, 1, 2 or 4 key splits of 16 slots
+// or more, at most 8 warps (warps: the row groups of the call's group size).
+std::tuple<int, int, int> parse_selected_tile(const char* op, const std::string& text, int warps) {
+  int bn = 0, stages = 0, ksplit = 1;
+  char x = 0, x2 = 0, extra = 0;
+  const int n = std::sscanf(text.c_str(), "%d%c%d%c%d%c", &bn, &x, &stages, &x2, &ksplit, &extra);
+  const bool ok = (n == 3 || (n == 5 && x2 == 'x')) && x == 'x' && bn % 16 == 0 && bn >= 16 && bn <= 64 && stages >= 2 &&
+                  stages <= 4 && (ksplit == 1 || ksplit == 2 || ksplit == 4) && (bn / ksplit) % 16 == 0 &&
+                  warps * ksplit <= 8;
+  if (!ok)
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_TUNE_NSA_SELECTED_TILE: expected \"BNxSTAGES[xKSPLIT]\" with BN "
+                                      "16, 32, 48 or 64, 2 to 4 stages, KSPLIT 1, 2 or 4 with BN / KSPLIT a multiple of "
+                                      "16 and {} row groups x KSPLIT <= 8 warps, got \"{}\"", op, warps, text));
+  return {bn, stages, ksplit};
+}
+
+}  // namespace
 
 SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t D, int64_t group,
-                                            detail::Backend backend, const std::string& arch) {
+                                            detail::Backend backend, const std::string& arch,
+                                            const std::string& tile_override) {
   if (backend == detail::Backend::kHopper)
     throw_hopper_gap(op, "the hopper kernel is not built yet for this op; use backend 'auto' or 'portable'");
   require_portable_arch(op, arch);
@@ -79,6 +103,14 @@ SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t
   k.dtype = dtype;
   k.D = static_cast<int>(D);
   k.warps = kernels::nsa_selected_warps(group);
+  // NOTE: H200, 2026-12-03, T 64k H 64/4 D 128 S 16 (group 16: one row group): 32-slot tiles, 2 stages,
+  // two warps splitting each tile: 21.3 ms (99.5 TFLOP/s) against 38.4 ms for one warp with 3 stages
+  // (53 KB of shared memory a CTA, 4 warps an SM); 16x2 22.8, 64x2x4 22.8, 32x2 32.2, 16x4 32.6, 64x2x2
+  // 31.4 ms. More warps an SM, not more bytes in flight, is what the one-warp kernel lacked.
+  k.bn = 32;
+  k.stages = 2;
+  k.ksplit = 2;
+  if (!tile_override.empty()) std::tie(k.bn, k.stages, k.ksplit) = parse_selected_tile(op, tile_override, k.warps);
   k.arch = arch;
   const int budget = arch_facts(arch).max_smem_per_block;
   if (k.smem_bytes() > budget)
@@ -92,13 +124,18 @@ jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice&
   jit::KernelSpec s;
   s.op = op;
   s.template_file = "nsa/nsa_selected_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd<{}, {}, {}>", device_type_name(k.dtype), k.D, k.warps);
+  s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
+                        k.warps, k.bn, k.stages, k.ksplit);
   s.fields = {{"backend", "portable"},
               {"dtype", std::string(dtype_name(k.dtype))},
               {"head_dim", std::to_string(k.D)},
-              {"rows", std::to_string(16 * k.warps)}};
+              {"rows", std::to_string(16 * k.warps)},
+              {"block_n", std::to_string(k.bn)},
+              {"stages", std::to_string(k.stages)},
+              {"key_split", std::to_string(k.ksplit)}};
   s.arch = k.arch;
-  s.name = fmt::format("{}.portable.{}.d{}.m{}", op, dtype_name(k.dtype), k.D, 16 * k.warps);
+  s.name = fmt::format("{}.portable.{}.d{}.m{}.bn{}s{}k{}", op, dtype_name(k.dtype), k.D, 16 * k.warps, k.bn, k.stages,
+                       k.ksplit);
   return s;
 }
 
@@ -116,7 +153,8 @@ class SelectedPlan final : public detail::PlanImpl {
   SelectedPlan(OpContext& ctx, const char* op, const SelectedConfig& cfg, const SelectedCall& call,
                detail::Backend backend)
       : op_(op), cfg_(cfg) {
-    choice_ = choose_selected_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index));
+    choice_ = choose_selected_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index),
+                                     ctx.tuning().nsa_selected_tile);
     device_ = call.device.index;
     check_extents(op, cfg, call, selected_params(cfg, call, choice_.warps).m_tiles);
     kernel_ = ctx.kernels().loaded(selected_kernel_spec(op, choice_), device_);

@@ -18,15 +18,19 @@ struct SelectedKernelChoice {
   DType dtype = DType::kBF16;
   int D = 0;
   int warps = 0;  // row groups of 16: g / 16 when g <= 64, else 4 (tiles of 64 rows)
+  int bn = 0, stages = 0;  // key slots per tile, ring depth
+  int ksplit = 1;          // warps per row group, splitting each key tile
   std::string arch;
   int smem_bytes() const;
-  int threads() const { return 32 * warps; }
+  int threads() const;
 };
 
 // The kernel for a call of `dtype`, head dim D and group size `group` on `arch` under `backend`
 // ('hopper': Unsupported, not built yet; 'auto' and 'portable': the portable kernel, sm_80+).
+// `tile_override`: "BNxSTAGES[xKSPLIT]" (ATTNJIT_TUNE_NSA_SELECTED_TILE), "" = the planner's tile.
 SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t D, int64_t group,
-                                            detail::Backend backend, const std::string& arch);
+                                            detail::Backend backend, const std::string& arch,
+                                            const std::string& tile_override = "");
 jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice& k);
 // The warm-up entries of (dtype, D): the kernels of group sizes 16, 32 and >= 64.
 std::vector<jit::KernelSpec> selected_warmup_specs(const char* op, DType dtype, int D, const std::string& arch);
