@@ -13,9 +13,7 @@
 // top-S set within the importance tolerance (SPEC.md §1.9), and the expected selected branch is then
 // built from the returned set.
 //
-// With a CUDA device present the chain runs again with impl 'kernel'; a stage that has no GPU kernel yet
-// (Unsupported "no GPU kernel is built yet") runs on the reference instead, with a MESSAGE, so the stages
-// that do have kernels are exercised on the GPU now and the others join when their kernels land.
+// With a CUDA device present the chain runs again with impl 'kernel', every stage on its GPU kernel.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,6 +28,7 @@
 #include "attnjit/runtime.hpp"
 #include "base/host_numeric.hpp"
 #include "jit/cuda_driver.hpp"
+#include "chain_util.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -42,124 +41,14 @@ using attnjit::DType;
 using attnjit::TensorArgs;
 using attnjit::TensorRef;
 namespace numeric = attnjit::numeric;
+using namespace attnjit::test::chain;  // NOLINT: the chain harness
 
-constexpr Device kHost{DeviceKind::kCPU, 0};
-constexpr Device kGpu{DeviceKind::kCUDA, 0};
 
-// ---- Host buffers of any dtype.
-
-struct Buf {
-  DType dt = DType::kF16;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-
-  Buf() = default;
-  Buf(DType d, std::vector<int64_t> s) : dt(d), shape(std::move(s)) {
-    bytes.assign(static_cast<size_t>(numel() * attnjit::dtype_size(dt)), 0);
-  }
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t e : shape) n *= e;
-    return n;
-  }
-  void* data() { return bytes.data(); }
-  double at(int64_t i) const { return numeric::load_as_double(bytes.data(), dt, i); }
-  void put(int64_t i, double v) { numeric::store_from_double(bytes.data(), dt, i, v); }
-  int32_t* i32() { return reinterpret_cast<int32_t*>(bytes.data()); }
-  const int32_t* i32() const { return reinterpret_cast<const int32_t*>(bytes.data()); }
-};
-
-Buf random_buf(std::mt19937& gen, DType dt, std::vector<int64_t> shape) {
-  Buf b(dt, std::move(shape));
-  std::normal_distribution<double> nd(0.0, 1.0);
-  for (int64_t i = 0; i < b.numel(); ++i) b.put(i, nd(gen));
-  return b;
-}
-
-Buf i32_buf(std::vector<int64_t> shape, const std::vector<int32_t>& v) {
-  Buf b(DType::kI32, std::move(shape));
-  REQUIRE(static_cast<int64_t>(v.size()) == b.numel());
-  if (!v.empty()) std::memcpy(b.data(), v.data(), v.size() * sizeof(int32_t));
-  return b;
-}
-
-void poison(Buf& b) { std::fill(b.bytes.begin(), b.bytes.end(), 0xFF); }  // NaN in fp16/bf16, -1 in int32
-
-// ---- One op on host buffers: on the CPU (impl 'reference') or on the GPU (impl 'kernel': inputs uploaded,
-// ---- outputs downloaded after the stream has finished).
-
-struct Arg {
-  const char* name;
-  Buf* buf;
-  bool output = false;
-};
-
-class DeviceMem {
- public:
-  explicit DeviceMem(size_t bytes) {
-    const auto& drv = attnjit::jit::CudaDriver::get();
-    drv.check(drv.cuMemAlloc(&ptr_, bytes + 256), "cuMemAlloc");
-  }
-  ~DeviceMem() {
-    if (ptr_) attnjit::jit::CudaDriver::get().cuMemFree(ptr_);
-  }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-  CUdeviceptr ptr() const { return ptr_; }
-
- private:
-  CUdeviceptr ptr_ = 0;
-};
-
-bool gpu_present() {
-  const auto& drv = attnjit::jit::CudaDriver::get();
-  return drv.available() && drv.device_count() > 0;
-}
-
-void run_op(attnjit::Runtime& rt, const char* op, Config cfg, const std::vector<Arg>& args, bool gpu) {
-  cfg.set("impl", gpu ? "kernel" : "reference");
-  std::vector<std::unique_ptr<DeviceMem>> mem;
-  TensorArgs ta;
-  for (const Arg& a : args) {
-    TensorRef t = TensorRef::contiguous(nullptr, a.buf->dt, a.buf->shape, gpu ? kGpu : kHost);
-    if (gpu) {
-      const auto& drv = attnjit::jit::CudaDriver::get();
-      drv.bind_device(0);
-      mem.push_back(std::make_unique<DeviceMem>(a.buf->bytes.size()));
-      if (!a.buf->bytes.empty())
-        drv.check(drv.cuMemcpyHtoD(mem.back()->ptr(), a.buf->bytes.data(), a.buf->bytes.size()), "cuMemcpyHtoD");
-      t.data = reinterpret_cast<void*>(mem.back()->ptr());
-    } else {
-      t.data = a.buf->bytes.data();
-    }
-    ta.set(a.name, t);
-  }
-  rt.op(op, cfg).run(ta);
-  if (!gpu) return;
-  const auto& drv = attnjit::jit::CudaDriver::get();
-  drv.check(drv.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].output && !args[i].buf->bytes.empty())
-      drv.check(drv.cuMemcpyDtoH(args[i].buf->bytes.data(), mem[i]->ptr(), args[i].buf->bytes.size()), "cuMemcpyDtoH");
-}
-
-// A chain stage: the kernel when `gpu`, the reference when the op has no GPU kernel yet (MESSAGE).
-// Returns whether the kernel ran.
+// A chain stage: the kernel when `gpu` (any error fails the test), else the reference. Returns whether the
+// kernel ran.
 bool run_stage(attnjit::Runtime& rt, const char* op, const Config& cfg, const std::vector<Arg>& args, bool gpu) {
-  if (!gpu) {
-    run_op(rt, op, cfg, args, false);
-    return false;
-  }
-  try {
-    run_op(rt, op, cfg, args, true);
-    return true;
-  } catch (const attnjit::Unsupported& e) {
-    const std::string m = e.what();
-    if (!test::contains(m, "no GPU kernel is built yet")) throw;
-    MESSAGE(op << ": no GPU kernel yet, this stage runs on the reference: " << m);
-    run_op(rt, op, cfg, args, false);
-    return false;
-  }
+  run_op(rt, op, cfg, args, gpu);
+  return gpu;
 }
 
 // ---- The problem.
