@@ -118,9 +118,10 @@ class NsaCompressedFwdOp final : public detail::OpInstance {
     const nsa::CompressedCall call = nsa::validate_compressed_call(tensors, placement_for(impl_));
     if (impl_ == detail::Impl::kReference) return "reference";
     // 'auto' picks the backend per call (k_cmp / v_cmp strides decide whether TMA can read them), so the
-    // kernel that plan() would load is the signature.
-    const auto specs = nsa::compressed_kernels_for(kOp, cfg_, call, backend_, ctx_.arch_for_device(call.device.index));
-    return fmt::format("{}.{}", specs.front().name, call.device.index);
+    // choice is part of the signature, beside what selects the instantiation.
+    const bool hopper =
+        nsa::compressed_uses_hopper(kOp, backend_, call, ctx_.arch_for_device(call.device.index));
+    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), call.DK, call.device.index, hopper);
   }
 
   std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {

@@ -192,6 +192,11 @@ std::vector<jit::KernelSpec> compressed_warmup_specs(const char* op, const std::
   return specs;
 }
 
+bool compressed_uses_hopper(const char* op, detail::Backend backend, const CompressedCall& call, const std::string& arch) {
+  check_static(op, call);
+  return use_hopper(op, backend, call, arch);
+}
+
 std::vector<jit::KernelSpec> compressed_kernels_for(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
                                                     detail::Backend backend, const std::string& arch) {
   check_static(op, call);

@@ -22,6 +22,10 @@ std::string compressed_kernel_gap(int64_t DK, int64_t DV);
 // The warm-up entries on `arch`: both dtypes at D 64 and 128, portable, and hopper where `arch` has it.
 std::vector<jit::KernelSpec> compressed_warmup_specs(const char* op, const std::string& arch);
 
+// Whether a validated device call takes the hopper kernel under `backend` (Unsupported where no kernel
+// serves it: DK != DV, too many rows, 'hopper' with a gap). Cheap: the per-call plan-cache signature.
+bool compressed_uses_hopper(const char* op, detail::Backend backend, const CompressedCall& call, const std::string& arch);
+
 // The kernels `kernels_for` reports for a validated device call (the one plan() would load).
 std::vector<jit::KernelSpec> compressed_kernels_for(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
                                                     detail::Backend backend, const std::string& arch);
