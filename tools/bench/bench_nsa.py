@@ -10,6 +10,10 @@ Rows per case: `attnjit` (the op through a plan with the default backend; an op 
 raises ATTNJIT_UNSUPPORTED at plan time and its row says "skipped" instead of a time) and `torch` (the
 composition below, all timed). nsa_forward adds `attnjit gqa_varlen_fwd dense causal` on the same q, k, v:
 the full causal attention NSA replaces; `speedup_vs_dense` = its time / the attnjit NSA chain's time.
+nsa_forward also times each stage of the same chain alone, in the same run, on the chain's bound calls and
+tensors: `attnjit stage nsa_compressed_fwd`, `... nsa_topk`, `... nsa_selected_fwd`, `attnjit stage window`
+(gqa_varlen_fwd) with their own FLOP counts, and `torch gate` (the gated sum, GB/s); each with
+`share_of_chain` = its time / the whole chain's. When the chain does not plan, every stage row is 'skipped'.
 nsa_selected_fwd reads the block indices of the torch nsa_topk composition (computed untimed), so it runs
 whether or not nsa_topk has a kernel. Ours is checked against the composition: rel L2 of the output
 (< 2e-2, else WRONG); for nsa_topk the fraction of (token, KV head) rows whose chosen set differs (near-ties
@@ -22,9 +26,10 @@ fp32 softmax, bf16 probabilities @ V):
                       group, 1 for the forced chunks 0, cur - 1, cur; torch.topk over c <= cur; -1 padding.
   nsa_selected_fwd    the selected blocks' key rows gathered per (token, KV head), keys <= p visible.
   window              keys [max(0, t0 - W + 1), t1) per chunk, band p - W < j <= p.
-  nsa_forward         the four above and g_cmp * o_cmp + g_sel * o_sel + g_win * o_win in fp32, to bf16;
-                      the attnjit chain's gated sum is the same torch expression (attnjit has no elementwise
-                      op), timed with the chain.
+  nsa_forward         the four above and the gated sum g_cmp * o_cmp + g_sel * o_sel + g_win * o_win: `gate`,
+                      three in-place bf16 torch ops (each computes in fp32 and rounds once to bf16), the fp32
+                      gates cast to bf16 first; the attnjit chain calls the same function (attnjit has no
+                      elementwise op), timed with the chain.
 
 FLOPs (per call, counted exactly for one request of L tokens; docs/performance.md):
   fwd ops     4 D per visible (query head, key) pair: nsa_compressed_fwd H sum_p floor((p + 1) / bs) chunk pairs,
@@ -34,6 +39,9 @@ FLOPs (per call, counted exactly for one request of L tokens; docs/performance.m
   nsa_topk    2 * 2 D per (query head, candidate chunk) pair, candidates c <= p // bs: two QK passes (the lse,
               then the importances).
   nsa_forward the sum of the four.
+  gate        no FLOPs counted; GB/s over the bytes its three ops move (gate_bytes: three branch reads, out
+              written three times and read twice, the gates' casts and reads); `bytes_fused` in its row is
+              the minimum a fused kernel would move (three branch reads, one write, the fp32 gates).
 
 `python3 tools/bench/bench_nsa.py --self-test [--lib PATH]` checks the case list and the counts (closed forms
 against brute-force loops and hand-worked figures) without torch or a GPU; where torch is importable (a CPU
@@ -47,12 +55,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_rows import result_row  # noqa: E402
+from bench_rows import per_second, result_row  # noqa: E402
 
 try:
     import torch
     import bench_common
-    from bench_common import CHECK_TOL, add_row, output_fields, rel_l2, tflops_rate
+    from bench_common import COPY_CEILING_GBS, CHECK_TOL, add_row, output_fields, rel_l2, tflops_rate
     from bench_mla import bmm_fp32
 except ImportError as _e:  # the cases, the counts and their self-test need no torch
     torch = bench_common = None
@@ -119,6 +127,14 @@ def nsa_flops(c):
     return f
 
 
+def gate_bytes(c):
+    """Bytes the gate's three bf16 ops move on the case, and the minimum a fused kernel would: (moved, fused).
+    moved: o_cmp, o_sel, o_win read once, out written three times and read twice (8 [T, H, D] bf16 tensors),
+    the fp32 gates read and cast to bf16, the bf16 gates read. fused: 3 reads + 1 write, the fp32 gates."""
+    big, th = 2 * c["T"] * c["H"] * c["D"], c["T"] * c["H"]
+    return 8 * big + 3 * th * (4 + 2 + 2), 4 * big + 3 * th * 4
+
+
 def _brute(L, bs, S, W):
     cmp = cand = sel = win = 0
     for p in range(L):
@@ -158,6 +174,10 @@ def self_test(lib=None):
     assert f["dense_causal"] == 32768 * 2147516416
     # The chain does 7.7% of the dense causal work at 64k (165086464 / 2147516416 pairs).
     assert abs(f["nsa_forward"] / f["dense_causal"] - 0.07687) < 1e-4
+    # The gate at 64k: one [T, H, D] bf16 tensor is 65536 * 64 * 128 * 2 = 1073741824 bytes, one [T, H] gate
+    # 4194304 elements; moved 8 tensors + 3 gates at 4 + 2 + 2 bytes, fused 4 tensors + 3 fp32 gates.
+    assert gate_bytes(cases[0]) == (8 * 1073741824 + 3 * 4194304 * 8, 4 * 1073741824 + 3 * 4194304 * 4)
+    assert gate_bytes(cases[0]) == (8690597888, 4345298944)
     print("counts: ok (3 + 1 NSA cases; closed forms match brute force on 6 small shapes)")
     if torch is None:
         print(f"compositions: not checked (no torch: {_TORCH_ERROR}); they run on the GPU host")
@@ -207,9 +227,24 @@ def _check_compositions(lib):
         for name, got, ref in pairs:
             err = rel_l2(got, ref)
             assert err < 1e-2, (name, err)
-        o = gate(t, *(ref for _, _, ref in pairs))
+        o_cmp, o_sel, o_win = (ref for _, _, ref in pairs)
+        o = gate(t, o_cmp, o_sel, o_win)
         err = rel_l2(torch_forward(t, c, scale), o)
         assert err < 1e-2, ("nsa_forward", err)
+        # The gate's three bf16 roundings against one fp32 sum of the same bf16 branches and fp32 gates; into
+        # a preallocated output and in place into o_cmp, the same bytes; o_sel and o_win refused as out.
+        exact = sum(t[g].float()[..., None] * x.float() for g, x in zip(("g_cmp", "g_sel", "g_win"), (o_cmp, o_sel, o_win)))
+        assert o.dtype == torch.bfloat16 and rel_l2(o, exact) < 5e-3, rel_l2(o, exact)
+        into = torch.full_like(o, float("nan"))
+        assert gate(t, o_cmp, o_sel, o_win, out=into) is into and torch.equal(into, o)
+        for bad in (o_sel, o_win):
+            try:
+                gate(t, o_cmp, o_sel, o_win, out=bad)
+                raise AssertionError("gate accepted o_sel / o_win as out")
+            except ValueError:
+                pass
+        in_place = o_cmp.clone()
+        assert gate(t, in_place, o_sel, o_win, out=in_place) is in_place and torch.equal(in_place, o)
         assert selected_pairs_of(blocks, c["bs"], c["H"]) == c["H"] * sel_pairs(c["T"], c["bs"], S)
     finally:
         rt.close()
@@ -257,25 +292,44 @@ def _check_rows(lib):
         DEVICE, EXTRA_CONFIG, bench_common.bench = saved[0], saved[1], saved[2]
         bench_common.ROWS[:] = saved[3]
         rt.close()
+    stage_impls = ["attnjit stage nsa_compressed_fwd", "attnjit stage nsa_topk", "attnjit stage nsa_selected_fwd",
+                   "attnjit stage window", "torch gate"]
     assert [(r["suite"], r["impl"]) for r in rows] == [
         ("nsa_compressed_fwd", "attnjit"), ("nsa_compressed_fwd", "torch"), ("nsa_topk", "attnjit"),
         ("nsa_topk", "torch"), ("nsa_selected_fwd", "attnjit"), ("nsa_selected_fwd", "torch"),
-        ("nsa_forward", "attnjit"), ("nsa_forward", "attnjit gqa_varlen_fwd dense causal"), ("nsa_forward", "torch")]
-    assert all(not r.get("error") and r["tflops"] > 0 for r in rows), [r.get("error") for r in rows]
+        ("nsa_forward", "attnjit")] + [("nsa_forward", impl) for impl in stage_impls] + [
+        ("nsa_forward", "attnjit gqa_varlen_fwd dense causal"), ("nsa_forward", "torch")]
+    assert all(not r.get("error") and r["ms"] > 0 for r in rows), [r.get("error") for r in rows]
+    assert all(r["tflops"] > 0 for r in rows if r["impl"] != "torch gate")
     assert all(r["check"] == "ok" and r["ratio"] > 0 for r in rows if r["impl"] == "attnjit"), rows
     fwd = next(r for r in rows if r["suite"] == "nsa_forward" and r["impl"] == "attnjit")
     assert fwd["speedup_vs_dense"] > 0 and fwd["err_peer"] < 1e-2
+    f = nsa_flops(_tiny())
+    stages = {r["impl"]: r for r in rows if r["impl"] in stage_impls}
+    for key in ("nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd", "window"):
+        r = stages["attnjit stage " + key]
+        # the row's TFLOP/s is its own op's count over its own time
+        assert abs(r["tflops"] - f[key] / (r["ms"] * 1e-3) / 1e12) <= 1e-9 * r["tflops"], (key, r)
+    g = stages["torch gate"]
+    assert "tflops" not in g and g["gbs"] > 0 and (g["bytes"], g["bytes_fused"]) == gate_bytes(_tiny())
+    assert all(r["share_of_chain"] > 0 and "ratio" not in r and "speedup_vs_dense" not in r for r in stages.values())
+    assert all("share_of_chain" not in r for r in rows if r["impl"] not in stage_impls)
     assert [(r["suite"], r["impl"], r.get("check")) for r in skipped] == [
-        ("nsa_topk", "attnjit", "skipped"), ("nsa_topk", "torch", None), ("nsa_forward", "attnjit", "skipped"),
+        ("nsa_topk", "attnjit", "skipped"), ("nsa_topk", "torch", None), ("nsa_forward", "attnjit", "skipped")] + [
+        ("nsa_forward", impl, "skipped") for impl in stage_impls] + [
         ("nsa_forward", "attnjit gqa_varlen_fwd dense causal", None), ("nsa_forward", "torch", None)]
-    assert all("skipped: nsa_topk has no GPU kernel yet" in r["error"] for r in skipped if r.get("check") == "skipped")
-    print("rows: ok (4 suites end to end on the CPU reference; an op without a kernel gives 'skipped' rows)")
+    assert all("skipped: nsa_topk has no GPU kernel yet" in r["error"] and r["skipped_op"] == "nsa_topk"
+               and "ms" not in r for r in skipped if r.get("check") == "skipped")
+    print("rows: ok (4 suites end to end on the CPU reference, nsa_forward with its 5 stage rows; an op without a "
+          "kernel gives 'skipped' rows, the stage rows too)")
 
 
 def list_cases(quick=False):
     for c in nsa_cases(quick):
         f = nsa_flops(c)
-        print(nsa_name(c) + ": " + ", ".join(f"{k} {v / 1e12:.3f} TFLOP" for k, v in f.items()))
+        moved, fused = gate_bytes(c)
+        print(nsa_name(c) + ": " + ", ".join(f"{k} {v / 1e12:.3f} TFLOP" for k, v in f.items())
+              + f"; gate {moved / 1e9:.2f} GB moved ({fused / 1e9:.2f} fused)")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -407,11 +461,25 @@ def torch_window(q, k, v, W, scale, chunk=1024):
     return o
 
 
-def gate(t, o_cmp, o_sel, o_win):
-    """g_cmp * o_cmp + g_sel * o_sel + g_win * o_win in fp32, rounded to the branches' dtype."""
-    acc = o_cmp.float().mul_(t["g_cmp"][..., None])
-    acc.addcmul_(o_sel.float(), t["g_sel"][..., None]).addcmul_(o_win.float(), t["g_win"][..., None])
-    return acc.to(o_cmp.dtype)
+def gate(t, o_cmp, o_sel, o_win, out=None):
+    """The gated sum g_cmp * o_cmp + g_sel * o_sel + g_win * o_win of the branch outputs [T, H, D], gates
+    t["g_*"] [T, H], written into `out` (a preallocated [T, H, D] tensor of the branches' dtype; None: a new
+    one; o_cmp itself is allowed, o_sel and o_win are not, being read after the first op) and returned.
+
+    Three elementwise torch ops in the branches' dtype, no full-size temporary: out = g_cmp * o_cmp (mul),
+    out += g_sel * o_sel, out += g_win * o_win (addcmul_), the gates broadcast over D. The fp32 gates are
+    cast to the branches' dtype first ([T, H]: 3 small casts, timed; the only rounding of the gates), so no
+    op mixes dtypes and torch never converts a [T, H, D] operand. torch's bf16 elementwise ops compute in
+    fp32 and round once per op: the sum is rounded to bf16 three times, after the first product and after
+    each accumulation (not once, as an fp32 accumulator would). The torch composition and the attnjit chain
+    both call this."""
+    if out is None:
+        out = torch.empty_like(o_cmp)
+    if out.data_ptr() in (o_sel.data_ptr(), o_win.data_ptr()):
+        raise ValueError("gate: out may alias o_cmp only")
+    g_cmp, g_sel, g_win = (t[n].to(o_cmp.dtype)[..., None] for n in ("g_cmp", "g_sel", "g_win"))
+    torch.mul(o_cmp, g_cmp, out=out)
+    return out.addcmul_(o_sel, g_sel).addcmul_(o_win, g_win)
 
 
 def torch_forward(t, c, scale):
@@ -419,7 +487,7 @@ def torch_forward(t, c, scale):
     blocks = torch_topk(t["q"], t["k_cmp"], c["bs"], c["S"], scale)
     o_sel = torch_selected(t["q"], t["k"], t["v"], blocks, c["bs"], scale)
     o_win = torch_window(t["q"], t["k"], t["v"], c["W"], scale)
-    return gate(t, o_cmp, o_sel, o_win)
+    return gate(t, o_cmp, o_sel, o_win, out=o_cmp)  # o_cmp is this call's own: gate in place
 
 
 def selected_pairs_of(block_indices, bs, H):
@@ -507,9 +575,11 @@ def run_nsa_case(rt, suite, c, args):
     peer = "torch"
     rows = []
 
-    def row(impl, tm=None, out=None, note="", error=None, extra=None, fl=None):
-        r = result_row(suite, name, impl, params, peer, tm, note, error, extra,
-                       rate=tflops_rate(fl if fl is not None else flops[suite]), out_fields=output_fields(out, None))
+    def row(impl, tm=None, out=None, note="", error=None, extra=None, fl=None, rate=None):
+        if rate is None:
+            rate = tflops_rate(fl if fl is not None else flops[suite])
+        r = result_row(suite, name, impl, params, peer, tm, note, error, extra, rate=rate,
+                       out_fields=output_fields(out, None))
         rows.append(r)
         return r
 
@@ -536,19 +606,54 @@ def run_nsa_case(rt, suite, c, args):
         row(peer, error=f"{type(e).__name__}: {e}")
 
     # attnjit
+    stage_keys = ("nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd", "window")
+
+    def stage_rows_failed(error, extra=None):  # the stage rows of a chain that did not run
+        for key in stage_keys:
+            row(f"attnjit stage {key}", error=error, extra=extra, fl=flops[key])
+        row("torch gate", error=error, extra=extra, rate=gate_rate)
+
+    moved, fused = gate_bytes(c)
+
+    def gate_rate(r, tm):
+        r["gbs"] = per_second(moved, tm, 1e9)
+        r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
+
+    def time_stages(stage_fns, chain_ms):
+        """Each stage of the timed chain alone: its bound calls on the chain's tensors (a stage reads what
+        the chain left, so selected reads the chain's indices), then the gate into the same output."""
+        for key, fn in stage_fns:
+            impl = "torch gate" if key == "gate" else f"attnjit stage {key}"
+            kw = {"rate": gate_rate} if key == "gate" else {"fl": flops[key]}
+            try:
+                tm = bench_common.bench(fn, args.min_reps)
+                extra = {"share_of_chain": tm["ms"] / chain_ms}
+                if key == "gate":
+                    extra.update(bytes=moved, bytes_fused=fused)
+                what = {"window": f"gqa_varlen_fwd, W {c['W']}", "gate": "3 in-place bf16 torch ops"}.get(key)
+                row(impl, tm, note=f"{100 * extra['share_of_chain']:.0f}% of the chain" + (
+                    f"; {what}" if what else ""), extra=extra, **kw)
+            except Exception as e:  # noqa: BLE001
+                row(impl, error=f"{type(e).__name__}: {e}", **kw)
+
     if rt is None:
         row("attnjit", error=args.rt_error)
+        if suite == "nsa_forward":
+            stage_rows_failed(args.rt_error)
     else:
-        T, H, H_kv, D, S = c["T"], c["H"], c["H_kv"], c["D"], c["S"]
+        T, H_kv, S = c["T"], c["H_kv"], c["S"]
         if suite == "nsa_topk":
             out = torch.empty(T, H_kv, S, dtype=torch.int32, device=DEVICE)
             stages = [("nsa_topk", "nsa_topk", cfgs["nsa_topk"], _tensors(t, "nsa_topk", out))]
             finish = None
+            poisoned = []
         elif suite != "nsa_forward":
             out = torch.empty_like(q)
             stages = [(suite, suite, cfgs[suite], _tensors(t, suite, out, peer_blocks))]
             finish = None
+            poisoned = [out]
         else:
+            out = torch.empty_like(q)  # the gated sum
             o_cmp, o_sel, o_win = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
             blocks = torch.empty(T, H_kv, S, dtype=torch.int32, device=DEVICE)
             stages = [("nsa_compressed_fwd", "nsa_compressed_fwd", cfgs["nsa_compressed_fwd"],
@@ -557,30 +662,32 @@ def run_nsa_case(rt, suite, c, args):
                       ("nsa_selected_fwd", "nsa_selected_fwd", cfgs["nsa_selected_fwd"],
                        _tensors(t, "nsa_selected_fwd", o_sel, blocks)),
                       ("window (gqa_varlen_fwd)", "gqa_varlen_fwd", cfgs["window"], _tensors(t, "window", o_win))]
-            holder = {}
+            poisoned = [out, o_cmp, o_sel, o_win]
 
             def finish():
-                holder["o"] = gate(t, o_cmp, o_sel, o_win)
+                gate(t, o_cmp, o_sel, o_win, out=out)
         chain = None
         try:
             chain = _Chain(rt, stages)
             if chain.skipped is not None:
                 op, msg = chain.skipped
-                row("attnjit", error=f"skipped: {op} has no GPU kernel yet (ATTNJIT_UNSUPPORTED: {msg})",
-                    extra={"check": "skipped", "skipped_op": op})
+                skip = (f"skipped: {op} has no GPU kernel yet (ATTNJIT_UNSUPPORTED: {msg})",
+                        {"check": "skipped", "skipped_op": op})
+                row("attnjit", error=skip[0], extra=skip[1])
+                if suite == "nsa_forward":
+                    stage_rows_failed(*skip)
             else:
                 def ours():
                     chain()
                     if finish is not None:
                         finish()
-                if suite != "nsa_topk":
-                    for o_ in ([out] if suite != "nsa_forward" else [o_cmp, o_sel, o_win]):
-                        o_.fill_(float("nan"))  # poison: an unwritten element shows as NaN
-                else:
+                for o_ in poisoned:
+                    o_.fill_(float("nan"))  # poison: an unwritten element shows as NaN
+                if suite == "nsa_topk":
                     out.fill_(-2)
                 ours()
                 _sync()
-                got = out.clone() if suite != "nsa_forward" else holder["o"].clone()
+                got = out.clone()
                 extra = {"plan_create_s": chain.plan_s}
                 if suite == "nsa_topk":
                     differ = None
@@ -596,13 +703,17 @@ def run_nsa_case(rt, suite, c, args):
                         extra["err_peer"] = rel_l2(got, peer_out)
                         nan = int(torch.isnan(got).sum().item())
                         extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL and not nan else "WRONG"
-                    note = "chain + torch gated sum, all timed" if suite == "nsa_forward" else ""
+                    note = "chain + torch gate (3 bf16 ops), all timed" if suite == "nsa_forward" else ""
                     got_out = got
                 tm = bench_common.bench(ours, args.min_reps)
                 row("attnjit", tm, got_out, (note + "; " if note else "") + f"plan_create {chain.plan_s * 1e3:.0f} ms (incl. JIT)",
                     extra=extra)
+                if suite == "nsa_forward":
+                    time_stages(list(zip(stage_keys, chain.calls)) + [("gate", finish)], tm["ms"])
         except Exception as e:  # noqa: BLE001
             row("attnjit", error=f"{type(e).__name__}: {e}")
+            if suite == "nsa_forward" and not any(r["impl"].startswith("attnjit stage") for r in rows):
+                stage_rows_failed(f"the chain failed: {type(e).__name__}: {e}")
         finally:
             if chain is not None:
                 chain.close()
@@ -640,7 +751,7 @@ def run_nsa_case(rt, suite, c, args):
         ours_row["note"] = f"{ours_row['speedup_vs_dense']:.2f}x vs dense causal; " + ours_row["note"]
     if peer_row is not None and dense_row is not None:
         peer_row["speedup_vs_dense"] = dense_row["ms"] / peer_row["ms"]
-    rows.sort(key=lambda r: 0 if r["impl"].startswith("attnjit") else 1)
+    rows.sort(key=lambda r: 1 if r["impl"] == peer else 0)  # the stage rows' torch gate beside ours
     for r in rows:
         add_row(r)
 
