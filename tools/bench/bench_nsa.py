@@ -12,7 +12,7 @@ composition below, all timed). nsa_forward adds `attnjit gqa_varlen_fwd dense ca
 the full causal attention NSA replaces; `speedup_vs_dense` = its time / the attnjit NSA chain's time.
 nsa_forward also times each stage of the same chain alone, in the same run, on the chain's bound calls and
 tensors: `attnjit stage nsa_compressed_fwd`, `... nsa_topk`, `... nsa_selected_fwd`, `attnjit stage window`
-(gqa_varlen_fwd) with their own FLOP counts, and `torch gate` (the gated sum, GB/s); each with
+(gqa_varlen_fwd) with their own FLOP counts, and `gate` (the gated sum, GB/s); each with
 `share_of_chain` = its time / the whole chain's. When the chain does not plan, every stage row is 'skipped'.
 nsa_selected_fwd reads the block indices of the torch nsa_topk composition (computed untimed), so it runs
 whether or not nsa_topk has a kernel. Ours is checked against the composition: rel L2 of the output
@@ -27,9 +27,10 @@ fp32 softmax, bf16 probabilities @ V):
   nsa_selected_fwd    the selected blocks' key rows gathered per (token, KV head), keys <= p visible.
   window              keys [max(0, t0 - W + 1), t1) per chunk, band p - W < j <= p.
   nsa_forward         the four above and the gated sum g_cmp * o_cmp + g_sel * o_sel + g_win * o_win: `gate`,
-                      three in-place bf16 torch ops (each computes in fp32 and rounds once to bf16), the fp32
-                      gates cast to bf16 first; the attnjit chain calls the same function (attnjit has no
-                      elementwise op), timed with the chain.
+                      on a GPU with triton one fused kernel (tools/bench/nsa_gate_triton.py: fp32 arithmetic,
+                      one rounding, each operand read once), else three in-place bf16 torch ops (each computes
+                      in fp32 and rounds once to bf16, the fp32 gates cast to bf16 first); the attnjit chain
+                      calls the same function (attnjit has no elementwise op), timed with the chain.
 
 FLOPs (per call, counted exactly for one request of L tokens; docs/performance.md):
   fwd ops     4 D per visible (query head, key) pair: nsa_compressed_fwd H sum_p floor((p + 1) / bs) chunk pairs,
@@ -39,9 +40,9 @@ FLOPs (per call, counted exactly for one request of L tokens; docs/performance.m
   nsa_topk    2 * 2 D per (query head, candidate chunk) pair, candidates c <= p // bs: two QK passes (the lse,
               then the importances).
   nsa_forward the sum of the four.
-  gate        no FLOPs counted; GB/s over the bytes its three ops move (gate_bytes: three branch reads, out
-              written three times and read twice, the gates' casts and reads); `bytes_fused` in its row is
-              the minimum a fused kernel would move (three branch reads, one write, the fp32 gates).
+  gate        no FLOPs counted; GB/s over the bytes it moves (gate_bytes): fused, three branch reads, one write
+              and the fp32 gates (`bytes_fused` in its row); torch ops, the branches read once, out written
+              three times and read twice, the gates' casts and reads (`bytes`).
 
 `python3 tools/bench/bench_nsa.py --self-test [--lib PATH]` checks the case list and the counts (closed forms
 against brute-force loops and hand-worked figures) without torch or a GPU; where torch is importable (a CPU
@@ -72,6 +73,7 @@ TOPK_SET_TOL = 0.01  # fraction of rows whose selected set may differ from the c
 # the CPU and the reference implementation to run the row logic without a GPU.
 DEVICE = "cuda"
 EXTRA_CONFIG = {}
+STAGE_CONFIG = {}  # per stage key of _configs (bench_torch.py --op-config), over EXTRA_CONFIG
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -293,14 +295,14 @@ def _check_rows(lib):
         bench_common.ROWS[:] = saved[3]
         rt.close()
     stage_impls = ["attnjit stage nsa_compressed_fwd", "attnjit stage nsa_topk", "attnjit stage nsa_selected_fwd",
-                   "attnjit stage window", "torch gate"]
+                   "attnjit stage window", "gate"]
     assert [(r["suite"], r["impl"]) for r in rows] == [
         ("nsa_compressed_fwd", "attnjit"), ("nsa_compressed_fwd", "torch"), ("nsa_topk", "attnjit"),
         ("nsa_topk", "torch"), ("nsa_selected_fwd", "attnjit"), ("nsa_selected_fwd", "torch"),
         ("nsa_forward", "attnjit")] + [("nsa_forward", impl) for impl in stage_impls] + [
         ("nsa_forward", "attnjit gqa_varlen_fwd dense causal"), ("nsa_forward", "torch")]
     assert all(not r.get("error") and r["ms"] > 0 for r in rows), [r.get("error") for r in rows]
-    assert all(r["tflops"] > 0 for r in rows if r["impl"] != "torch gate")
+    assert all(r["tflops"] > 0 for r in rows if r["impl"] != "gate")
     assert all(r["check"] == "ok" and r["ratio"] > 0 for r in rows if r["impl"] == "attnjit"), rows
     fwd = next(r for r in rows if r["suite"] == "nsa_forward" and r["impl"] == "attnjit")
     assert fwd["speedup_vs_dense"] > 0 and fwd["err_peer"] < 1e-2
@@ -310,7 +312,7 @@ def _check_rows(lib):
         r = stages["attnjit stage " + key]
         # the row's TFLOP/s is its own op's count over its own time
         assert abs(r["tflops"] - f[key] / (r["ms"] * 1e-3) / 1e12) <= 1e-9 * r["tflops"], (key, r)
-    g = stages["torch gate"]
+    g = stages["gate"]
     assert "tflops" not in g and g["gbs"] > 0 and (g["bytes"], g["bytes_fused"]) == gate_bytes(_tiny())
     assert all(r["share_of_chain"] > 0 and "ratio" not in r and "speedup_vs_dense" not in r for r in stages.values())
     assert all("share_of_chain" not in r for r in rows if r["impl"] not in stage_impls)
@@ -461,22 +463,40 @@ def torch_window(q, k, v, W, scale, chunk=1024):
     return o
 
 
+def _fused_gate(on_cuda=None):
+    """nsa_gate_triton.fused_gate for CUDA tensors where triton is there, else None (the CPU self-test)."""
+    if not (DEVICE == "cuda" if on_cuda is None else on_cuda):
+        return None
+    try:
+        from nsa_gate_triton import fused_gate
+    except Exception:  # noqa: BLE001
+        return None
+    return fused_gate
+
+
+def gate_impl():
+    """How gate() computes on this host: 'triton' (one fused kernel) or 'torch' (three bf16 ops)."""
+    return "triton" if _fused_gate() is not None else "torch"
+
+
 def gate(t, o_cmp, o_sel, o_win, out=None):
     """The gated sum g_cmp * o_cmp + g_sel * o_sel + g_win * o_win of the branch outputs [T, H, D], gates
     t["g_*"] [T, H], written into `out` (a preallocated [T, H, D] tensor of the branches' dtype; None: a new
     one; o_cmp itself is allowed, o_sel and o_win are not, being read after the first op) and returned.
 
-    Three elementwise torch ops in the branches' dtype, no full-size temporary: out = g_cmp * o_cmp (mul),
-    out += g_sel * o_sel, out += g_win * o_win (addcmul_), the gates broadcast over D. The fp32 gates are
-    cast to the branches' dtype first ([T, H]: 3 small casts, timed; the only rounding of the gates), so no
-    op mixes dtypes and torch never converts a [T, H, D] operand. torch's bf16 elementwise ops compute in
-    fp32 and round once per op: the sum is rounded to bf16 three times, after the first product and after
-    each accumulation (not once, as an fp32 accumulator would). The torch composition and the attnjit chain
-    both call this."""
+    On a GPU with triton: one fused kernel (tools/bench/nsa_gate_triton.py), fp32 arithmetic, one rounding,
+    every operand read once. Elsewhere three elementwise torch ops in the branches' dtype, no full-size
+    temporary: out = g_cmp * o_cmp (mul), out += g_sel * o_sel, out += g_win * o_win (addcmul_), the gates
+    cast to the branches' dtype first ([T, H]: 3 small casts; the only rounding of the gates); torch's bf16
+    elementwise ops compute in fp32 and round once per op, so that sum is rounded three times. The torch
+    composition and the attnjit chain both call this."""
     if out is None:
         out = torch.empty_like(o_cmp)
     if out.data_ptr() in (o_sel.data_ptr(), o_win.data_ptr()):
         raise ValueError("gate: out may alias o_cmp only")
+    fused = _fused_gate(o_cmp.is_cuda)
+    if fused is not None:
+        return fused(o_cmp, o_sel, o_win, t["g_cmp"], t["g_sel"], t["g_win"], out)
     g_cmp, g_sel, g_win = (t[n].to(o_cmp.dtype)[..., None] for n in ("g_cmp", "g_sel", "g_win"))
     torch.mul(o_cmp, g_cmp, out=out)
     return out.addcmul_(o_sel, g_sel).addcmul_(o_win, g_win)
@@ -519,7 +539,10 @@ def _configs(c, scale):
             "nsa_selected_fwd": {"is_causal": True, "scale": scale, "block_size": c["bs"]},
             "window": {"is_causal": True, "window_size_left": c["W"] - 1, "sm_scale": scale},
             "dense_causal": {"is_causal": True, "sm_scale": scale}}
-    return {k: dict(v, **EXTRA_CONFIG) for k, v in cfgs.items()}
+    unknown = set(STAGE_CONFIG) - set(cfgs)
+    if unknown:
+        raise ValueError(f"--op-config: unknown stages {sorted(unknown)}; expected some of {sorted(cfgs)}")
+    return {k: {**v, **EXTRA_CONFIG, **STAGE_CONFIG.get(k, {})} for k, v in cfgs.items()}
 
 
 def _tensors(t, op, out, blocks=None):
@@ -611,26 +634,27 @@ def run_nsa_case(rt, suite, c, args):
     def stage_rows_failed(error, extra=None):  # the stage rows of a chain that did not run
         for key in stage_keys:
             row(f"attnjit stage {key}", error=error, extra=extra, fl=flops[key])
-        row("torch gate", error=error, extra=extra, rate=gate_rate)
+        row("gate", error=error, extra=extra, rate=gate_rate)
 
     moved, fused = gate_bytes(c)
 
     def gate_rate(r, tm):
-        r["gbs"] = per_second(moved, tm, 1e9)
+        r["gbs"] = per_second(fused if gate_impl() == "triton" else moved, tm, 1e9)
         r["frac_of_copy_ceiling"] = r["gbs"] / COPY_CEILING_GBS
 
     def time_stages(stage_fns, chain_ms):
         """Each stage of the timed chain alone: its bound calls on the chain's tensors (a stage reads what
         the chain left, so selected reads the chain's indices), then the gate into the same output."""
         for key, fn in stage_fns:
-            impl = "torch gate" if key == "gate" else f"attnjit stage {key}"
+            impl = "gate" if key == "gate" else f"attnjit stage {key}"
             kw = {"rate": gate_rate} if key == "gate" else {"fl": flops[key]}
             try:
                 tm = bench_common.bench(fn, args.min_reps)
                 extra = {"share_of_chain": tm["ms"] / chain_ms}
                 if key == "gate":
                     extra.update(bytes=moved, bytes_fused=fused)
-                what = {"window": f"gqa_varlen_fwd, W {c['W']}", "gate": "3 in-place bf16 torch ops"}.get(key)
+                what = {"window": f"gqa_varlen_fwd, W {c['W']}",
+                        "gate": "one fused triton kernel" if gate_impl() == "triton" else "3 in-place bf16 torch ops"}.get(key)
                 row(impl, tm, note=f"{100 * extra['share_of_chain']:.0f}% of the chain" + (
                     f"; {what}" if what else ""), extra=extra, **kw)
             except Exception as e:  # noqa: BLE001
@@ -703,7 +727,7 @@ def run_nsa_case(rt, suite, c, args):
                         extra["err_peer"] = rel_l2(got, peer_out)
                         nan = int(torch.isnan(got).sum().item())
                         extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL and not nan else "WRONG"
-                    note = "chain + torch gate (3 bf16 ops), all timed" if suite == "nsa_forward" else ""
+                    note = (f"chain + gate ({gate_impl()}), all timed" if suite == "nsa_forward" else "")
                     got_out = got
                 tm = bench_common.bench(ours, args.min_reps)
                 row("attnjit", tm, got_out, (note + "; " if note else "") + f"plan_create {chain.plan_s * 1e3:.0f} ms (incl. JIT)",
@@ -751,7 +775,7 @@ def run_nsa_case(rt, suite, c, args):
         ours_row["note"] = f"{ours_row['speedup_vs_dense']:.2f}x vs dense causal; " + ours_row["note"]
     if peer_row is not None and dense_row is not None:
         peer_row["speedup_vs_dense"] = dense_row["ms"] / peer_row["ms"]
-    rows.sort(key=lambda r: 1 if r["impl"] == peer else 0)  # the stage rows' torch gate beside ours
+    rows.sort(key=lambda r: 1 if r["impl"] == peer else 0)  # the stage rows' gate beside ours
     for r in rows:
         add_row(r)
 

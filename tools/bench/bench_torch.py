@@ -139,6 +139,9 @@ def main():
                     help="flush: L2 flushed before every repetition (default); stream: calls back to back, no flush")
     ap.add_argument("--no-ref", action="store_true", help="skip the fp32 reference (errors vs peer only)")
     ap.add_argument("--no-varlen", action="store_true", help="skip the gqa_varlen_fwd rows")
+    ap.add_argument("--op-config", default=None, metavar="JSON",
+                    help="NSA suites: extra config keys per stage, e.g. '{\"nsa_topk\": {\"backend\": \"hopper\"}}' "
+                         "(stages: nsa_compressed_fwd, nsa_topk, nsa_selected_fwd, window, dense_causal)")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
                     help="another libattnjit.so timed beside --lib on the same tensors (gqa_bwd, bsa_bwd, lightning_indexer); repeatable")
     args = ap.parse_args()
@@ -227,6 +230,7 @@ def main():
         for suite in ("nsa_compressed_fwd", "nsa_topk", "nsa_selected_fwd", "nsa_forward"):
             if args.suite in (suite, "all"):
                 import bench_nsa  # the NSA suites live in their own module
+                bench_nsa.STAGE_CONFIG = json.loads(args.op_config) if args.op_config else {}
                 for c in bench_nsa.nsa_cases(args.quick):
                     run_case(suite, bench_nsa.nsa_name(c), bench_nsa.nsa_name(c),
                              lambda: bench_nsa.run_nsa_case(rt, suite, c, args))
