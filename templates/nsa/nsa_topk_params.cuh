@@ -8,27 +8,27 @@ namespace attnjit::kernels {
 
 // Geometry: a CTA of kNsaTopkWarps warps takes kNsaTopkRows query rows (token, head-in-group) of one KV
 // head: TOK consecutive packed tokens of a group of G <= 64 heads (TOK = 64 / G: 4 at G 16, 2 at G 32,
-// else 1; G > 64 loops over tiles of 64 heads). k_cmp streams in tiles of kNsaTopkBN chunks through a
-// kNsaTopkStages-deep cp.async ring. A token's importances live in a window of nsa_topk_window(TOK)
-// candidates (kNsaTopkWindowTotal over the CTA's tokens) next to its running top-kNsaTopkMaxS set; a
-// longer candidate list goes through several windows, each merged into the running set, so shared
-// memory is bounded for any sequence length.
+// else 1; G > 64 loops over tiles of 64 heads). k_cmp streams in tiles of BN chunks through a
+// STAGES-deep cp.async ring (the planner's default kNsaTopkBN x kNsaTopkStages). Each warp sums its 16
+// rows' importances into its own slice of a window of WIN candidates (default kNsaTopkWindow); a token's slices are added into
+// its first warp's slice, and that warp merges the window into the token's running top-kNsaTopkMaxS set
+// (a radix select over a 256-bin histogram of its own). A longer candidate list goes through several
+// windows, so shared memory is bounded for any sequence length.
 constexpr int kNsaTopkWarps = 4;
 constexpr int kNsaTopkRows = 16 * kNsaTopkWarps;
 constexpr int kNsaTopkBN = 32;
 constexpr int kNsaTopkStages = 2;
 constexpr int kNsaTopkMaxS = 128;
-constexpr int kNsaTopkWindowTotal = 4096;
+constexpr int kNsaTopkWindow = 1024;
 ATTNJIT_HD constexpr int nsa_topk_tokens(long long group) {
   return group <= 16 ? 4 : group <= 32 ? 2 : 1;
 }
-ATTNJIT_HD constexpr int nsa_topk_window(int tok) { return kNsaTopkWindowTotal / tok; }
-ATTNJIT_HD constexpr int nsa_topk_smem_bytes(int d, int tok) {
-  return (kNsaTopkRows + kNsaTopkStages * kNsaTopkBN) * d * 2            // Q, the k_cmp ring (16-bit)
-         + tok * (kNsaTopkMaxS + nsa_topk_window(tok)) * 4              // keys: running set + window
-         + tok * 3 * kNsaTopkMaxS * 4                                   // running ids, staging keys and ids
-         + kNsaTopkWarps * kNsaTopkBN * 4                               // per-warp column sums
-         + 256;                                                         // counters, token records
+ATTNJIT_HD constexpr int nsa_topk_smem_bytes(int d, int tok, int bn, int stages, int win) {
+  return (kNsaTopkRows + stages * bn) * d * 2                            // Q, the k_cmp ring (16-bit)
+         + kNsaTopkWarps * win * 4                                       // per-warp window slices
+         + tok * 4 * kNsaTopkMaxS * 4                                    // running keys and ids, staging keys and ids
+         + kNsaTopkWarps * 256 * 4                                       // per-warp radix histograms
+         + 256;                                                          // token records
 }
 
 struct NsaTopkParams {

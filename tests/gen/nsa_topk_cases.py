@@ -11,10 +11,12 @@ Writes:
                         candidate counts), 1-6 requests (empty ones, ones shorter than bs, lengths not
                         multiples of bs), padded (class F) strides, validate_inputs on some. Outputs poisoned.
                         Then the fixed cases of window_cases(): requests with more candidates than the kernel's
-                        on-chip window (1024 chunks a token at G 16, 2048 at G 32: several windows merged into
+                        on-chip window (1024 chunks a token: several windows merged into
                         the running top-S), group sizes 48 and 80 / 128 (a partial warp, tiles of 64 heads),
                         many short requests in one CTA.
   tests/cases/gpu/nsa_topk_small.json  ~12 small cases for compute-sanitizer, plus one two-window case.
+  tests/cases/gpu/nsa_topk_hopper_{grid,small}.json  the same cases pinned to backend 'hopper' (the grid
+                        and small files above pin 'portable').
   tests/cases/nsa_topk_errors.json     one case per rejection rule of SPEC.md §2.16 / §2.14 and per
                         validate_inputs caller-contract item; the output holds a byte pattern (a rejected call
                         writes nothing). Device-only rules are gpu_only; a non-finite scale, device placement
@@ -26,11 +28,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from casegen_common import (Errors, OUTB, POISON, case_args, config_with, edited, normal, tensor,  # noqa: E402
+from casegen_common import (Errors, OUTB, POISON, case_args, config_with, edited, normal, pinned_to, tensor,  # noqa: E402
                             write_cases)
 from nsa_cases_common import (build_set, head_errors, ints, lens_label, maybe_padded, metadata,  # noqa: E402
                               metadata_shape_errors, offsets_errors, random_heads, random_lens_within,
-                              set_values, token_errors, write_all)
+                              set_values, token_errors)
 
 OP = "nsa_topk"
 SEED = 0x45A2
@@ -161,6 +163,7 @@ WINDOW_CASES = (
     ("g16-two-windows", "fp16", 16, 1, 64, 1, [1100], 16, False),
     ("g16-two-windows-ragged", "bf16", 16, 1, 64, 1, [5, 1500, 3], 128, True),
     ("g32-two-windows", "fp16", 32, 1, 64, 1, [2100], 7, False),
+    ("g64-three-windows", "bf16", 64, 1, 64, 1, [2200], 20, True),
     ("g16-d128-s128-two-windows", "bf16", 16, 1, 128, 2, [2600], 128, False),
     ("g128-two-head-tiles", "fp16", 128, 1, 64, 3, [300, 7], 16, False),
     ("g80-partial-head-tile", "bf16", 80, 1, 64, 4, [200], 4, True),
@@ -186,13 +189,18 @@ def window_cases(prefix, seed0, items):
 
 def main():
     args = case_args(__doc__, count=160).parse_args()
-    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_grid.json"),
-                build_set(grid_case, SEED, "nsa-topk-grid", args.count, 92000, small=False) +
-                window_cases("nsa-topk-window", 92500, WINDOW_CASES))
-    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_small.json"),
-                build_set(grid_case, SEED, "nsa-topk-small", 12, 97000, small=True) +
-                window_cases("nsa-topk-small-window", 97500,
-                             (("g16-two-windows", "fp16", 16, 1, 64, 1, [1030], 4, False),)))
+    grid = (build_set(grid_case, SEED, "nsa-topk-grid", args.count, 92000, small=False) +
+            window_cases("nsa-topk-window", 92500, WINDOW_CASES))
+    small = (build_set(grid_case, SEED, "nsa-topk-small", 12, 97000, small=True) +
+             window_cases("nsa-topk-small-window", 97500,
+                          (("g16-two-windows", "fp16", 16, 1, 64, 1, [1030], 4, False),)))
+    # The grid and small sets pin backend 'portable'; their copies pinned to 'hopper' run the wgmma kernel.
+    for c in grid + small:
+        c["config"]["backend"] = "portable"
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_grid.json"), grid)
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_small.json"), small)
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_hopper_grid.json"), [pinned_to(c) for c in grid])
+    write_cases(os.path.join(args.out_dir, "gpu", f"{OP}_hopper_small.json"), [pinned_to(c) for c in small])
     write_cases(os.path.join(args.out_dir, f"{OP}_errors.json"), build_errors())
     return 0
 

@@ -384,7 +384,7 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
 // The kernels an nsa_topk call selects (descriptors only; the numerics are the GPU grid's,
 // tests/gen/nsa_topk_cases.py): one portable kernel per dtype, D and tokens per CTA (64 / G for G 16
 // and 32, else 1); 'hopper' names its gap; bad calls are still InvalidArgument.
-TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend; 'hopper' is not built yet") {
+TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend (hopper: sm_90a only)") {
   test::TempDir dir("nsatopkkern");
   attnjit::Runtime rt(test::options_in(dir));
   auto& impl = rt.impl();
@@ -398,12 +398,12 @@ TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend; 
     int64_t H, H_kv, D;
     DType dt;
     const char* name;
-  } wants[] = {{16, 1, 64, DType::kF16, "nsa_topk.portable.fp16.d64.t4"},
-               {64, 4, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t4"},
-               {32, 1, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t2"},
-               {96, 2, 64, DType::kBF16, "nsa_topk.portable.bf16.d64.t1"},
-               {64, 1, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t1"},
-               {256, 2, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t1"}};
+  } wants[] = {{16, 1, 64, DType::kF16, "nsa_topk.portable.fp16.d64.t4.bn32s2w1024"},
+               {64, 4, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t4.bn32s2w1024"},
+               {32, 1, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t2.bn32s2w1024"},
+               {96, 2, 64, DType::kBF16, "nsa_topk.portable.bf16.d64.t1.bn32s2w1024"},
+               {64, 1, 128, DType::kBF16, "nsa_topk.portable.bf16.d128.t1.bn32s2w1024"},
+               {256, 2, 128, DType::kF16, "nsa_topk.portable.fp16.d128.t1.bn32s2w1024"}};
   for (const auto& w : wants) {
     INFO(w.name);
     Topk tk({3, 5}, 4, w.H, w.H_kv, w.D, 4, w.dt);
@@ -417,13 +417,13 @@ TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend; 
   Topk tk({3, 5}, 4, 16, 1, 64, 4);
   nlohmann::json hopper = cfg;
   hopper["backend"] = "hopper";
+  // 'hopper' takes the wgmma kernel on sm_90a and names the gap elsewhere ('auto' stays portable).
+  CHECK(selected(hopper, tk, "sm_90a") == std::string("nsa_topk.hopper.fp16.d64.t4.bn32s2w1024"));
   try {
-    impl.op("nsa_topk", hopper)->kernels_for(on_device(tk.args()), "sm_90a");
-    FAIL("backend 'hopper' selected a kernel");
+    impl.op("nsa_topk", hopper)->kernels_for(on_device(tk.args()), "sm_80");
+    FAIL("backend 'hopper' selected a kernel on sm_80");
   } catch (const attnjit::Unsupported& e) {
-    CHECK(std::string(e.what()) ==
-          "nsa_topk: unsupported: backend 'hopper': the hopper kernel is not built yet for this op; use "
-          "backend 'auto' or 'portable'");
+    CHECK(std::string(e.what()) == "nsa_topk: unsupported: backend 'hopper': it needs sm_90a (wgmma), the device is sm_80");
   }
   try {
     impl.op("nsa_topk", cfg)->kernels_for(on_device(tk.args()), "sm_75");
@@ -444,12 +444,14 @@ TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend; 
                                     tk.args()),
                           "nsa_topk: device: q: expected a CUDA tensor"));
   CHECK(tk.untouched());
-  // The warm-up: D 128, fp16 and bf16, 4, 2 and 1 tokens a CTA (group sizes 16, 32, >= 48).
+  // The warm-up: D 128, fp16 and bf16, 4, 2 and 1 tokens a CTA (group sizes 16, 32, >= 48); both
+  // backends on sm_90a, portable only on sm_80.
   std::set<std::string> warm;
   for (const auto& s : attnjit::detail::find_op("nsa_topk").default_matrix("sm_90a")) warm.insert(s.name);
   std::set<std::string> want;
-  for (const char* dt : {"fp16", "bf16"})
-    for (int t : {4, 2, 1}) want.insert(fmt::format("nsa_topk.portable.{}.d128.t{}", dt, t));
+  for (const char* backend : {"portable", "hopper"})
+    for (const char* dt : {"fp16", "bf16"})
+      for (int t : {4, 2, 1}) want.insert(fmt::format("nsa_topk.{}.{}.d128.t{}.bn32s2w1024", backend, dt, t));
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_topk").default_matrix("sm_80").size() == 6);
 }

@@ -146,6 +146,12 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(attnjit::ops::Tuning::read({{"nsa_selected_tile", "64x2x4"}}).nsa_selected_tile == "64x2x4");
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"nsa_selected_tile", 16}}), attnjit::InvalidArgument);
   }
+  SUBCASE("ATTNJIT_TUNE_NSA_TOPK_TILE") {
+    env.set("ATTNJIT_TUNE_NSA_TOPK_TILE", "32x2");
+    CHECK(attnjit::ops::Tuning::read(nullptr).nsa_topk_tile == "32x2");
+    CHECK(attnjit::ops::Tuning::read({{"nsa_topk_tile", "128x3"}}).nsa_topk_tile == "128x3");
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"nsa_topk_tile", 64}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");

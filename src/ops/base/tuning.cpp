@@ -23,6 +23,7 @@ Tuning Tuning::from_env() {
   if (auto v = env::get("ATTNJIT_TUNE_LI_FORCE_SLAB")) t.li_force_slab = env::parse_bool("ATTNJIT_TUNE_LI_FORCE_SLAB", v);
   if (auto v = env::get("ATTNJIT_TUNE_LATENT_TILE")) t.latent_tile = env::parse_nonneg_int("ATTNJIT_TUNE_LATENT_TILE", v);
   if (auto v = env::get("ATTNJIT_TUNE_NSA_SELECTED_TILE")) t.nsa_selected_tile = v;
+  if (auto v = env::get("ATTNJIT_TUNE_NSA_TOPK_TILE")) t.nsa_topk_tile = v;
   return t;
 }
 
@@ -43,9 +44,10 @@ Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
           throw nlohmann::json::type_error::create(302, "latent_tile", nullptr);
         t.latent_tile = v.get<int>();
       } else if (k == "nsa_selected_tile") t.nsa_selected_tile = v.get<std::string>();
+      else if (k == "nsa_topk_tile") t.nsa_topk_tile = v.get<std::string>();
       else
         throw InvalidArgument(fmt::format("options: param: tune.{}: expected one of gqa_tile, decode_tile, "
-                                          "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, got an unknown key", k));
+                                          "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, nsa_topk_tile, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: tune.{}: wrong type, got {}", k, v.dump()));
     }

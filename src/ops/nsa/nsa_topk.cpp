@@ -1,5 +1,5 @@
 // nsa_topk (SPEC.md §2.16, metadata §2.14): configuration, validation, the kernel plan
-// (ops/nsa/nsa_topk_kernel.hpp: the portable kernel; 'hopper' is not built yet) and the reference plan.
+// (ops/nsa/nsa_topk_kernel.hpp: the portable and hopper kernels) and the reference plan.
 #include <fmt/format.h>
 
 #include <memory>
@@ -90,7 +90,8 @@ class NsaTopkOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const nsa::TopkCall call = nsa::validate_topk_call(cfg_, tensors, Placement::kDevice);
-    return {nsa::topk_kernel_spec(kOp, nsa::choose_topk_kernel(kOp, call.dtype, call.D, call.group(), backend_, arch))};
+    return {nsa::topk_kernel_spec(kOp, nsa::choose_topk_kernel(kOp, call.dtype, call.D, call.group(), backend_, arch,
+                                                               ctx_.tuning().nsa_topk_tile))};
   }
 
  protected:
