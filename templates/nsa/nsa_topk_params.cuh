@@ -19,7 +19,8 @@ constexpr int kNsaTopkRows = 16 * kNsaTopkWarps;
 constexpr int kNsaTopkBN = 32;
 constexpr int kNsaTopkStages = 2;
 constexpr int kNsaTopkMaxS = 128;
-constexpr int kNsaTopkWindow = 1024;
+constexpr int kNsaTopkWindow = 1024;       // portable
+constexpr int kNsaTopkHopperWindow = 512;  // hopper: 4 CTAs an SM (see nsa_topk_kernel.cpp)
 ATTNJIT_HD constexpr int nsa_topk_tokens(long long group) {
   return group <= 16 ? 4 : group <= 32 ? 2 : 1;
 }

@@ -407,18 +407,22 @@ TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend (
   for (const auto& w : wants) {
     INFO(w.name);
     Topk tk({3, 5}, 4, w.H, w.H_kv, w.D, 4, w.dt);
+    // 'portable' everywhere; 'auto' the hopper kernel (512-candidate windows) on sm_90a, else portable.
+    std::string hopper_name = w.name;
+    hopper_name.replace(hopper_name.find("portable"), 8, "hopper");
+    hopper_name.replace(hopper_name.find("w1024"), 5, "w512");
     for (const char* backend : {"auto", "portable"}) {
       nlohmann::json c = cfg;
       c["backend"] = backend;
-      CHECK(selected(c, tk, "sm_90a") == w.name);
+      CHECK(selected(c, tk, "sm_90a") == (std::string(backend) == "auto" ? hopper_name : std::string(w.name)));
       CHECK(selected(c, tk, "sm_80") == w.name);
     }
   }
   Topk tk({3, 5}, 4, 16, 1, 64, 4);
   nlohmann::json hopper = cfg;
   hopper["backend"] = "hopper";
-  // 'hopper' takes the wgmma kernel on sm_90a and names the gap elsewhere ('auto' stays portable).
-  CHECK(selected(hopper, tk, "sm_90a") == std::string("nsa_topk.hopper.fp16.d64.t4.bn32s2w1024"));
+  // 'hopper' takes the wgmma kernel on sm_90a and names the gap elsewhere.
+  CHECK(selected(hopper, tk, "sm_90a") == std::string("nsa_topk.hopper.fp16.d64.t4.bn32s2w512"));
   try {
     impl.op("nsa_topk", hopper)->kernels_for(on_device(tk.args()), "sm_80");
     FAIL("backend 'hopper' selected a kernel on sm_80");
@@ -451,7 +455,9 @@ TEST_CASE("nsa_topk: the kernel a call selects per dtype, D, group and backend (
   std::set<std::string> want;
   for (const char* backend : {"portable", "hopper"})
     for (const char* dt : {"fp16", "bf16"})
-      for (int t : {4, 2, 1}) want.insert(fmt::format("nsa_topk.{}.{}.d128.t{}.bn32s2w1024", backend, dt, t));
+      for (int t : {4, 2, 1})
+        want.insert(fmt::format("nsa_topk.{}.{}.d128.t{}.bn32s2w{}", backend, dt, t,
+                                std::string(backend) == "hopper" ? 512 : 1024));
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_topk").default_matrix("sm_80").size() == 6);
 }

@@ -21,6 +21,18 @@ using attnjit::DType;
 
 constexpr const char* kOp = "nsa_topk";
 
+// Compiles the choice's kernel, checks ptxas reported no stack and no spills, and prints its registers.
+void compiles_without_spills(attnjit::jit::NvrtcCompiler& compiler, const attnjit::ops::nsa::TopkKernelChoice& k) {
+  const auto spec = attnjit::ops::nsa::topk_kernel_spec(kOp, k);
+  const auto r = compiler.compile(spec);
+  INFO(spec.describe() << "\n" << r.log);
+  CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
+  const size_t u = r.log.find("Used");
+  REQUIRE(u != std::string::npos);
+  MESSAGE(spec.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes()
+                          << " bytes dynamic shared memory");
+}
+
 }  // namespace
 
 TEST_CASE("nsa_topk kernel: every variant compiles for sm_90a with no spills; shared memory per variant") {
@@ -41,14 +53,7 @@ TEST_CASE("nsa_topk kernel: every variant compiles for sm_90a with no spills; sh
         // staging sets of 128 keys and ids a token, 4 histograms of 256 bins.
         CHECK(k.smem_bytes() == 128 * D * 2 + (4096 + 4 * 128 * k.tokens + 1024) * 4 + 256);
         CHECK(k.smem_bytes() <= 99 * 1024);  // sm_86 / sm_89's per-block limit
-        const auto spec = nsa::topk_kernel_spec(kOp, k);
-        const auto r = compiler.compile(spec);
-        INFO(spec.describe() << "\n" << r.log);
-        CHECK(test::contains(r.log, "registers"));
-        CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
-        const size_t u = r.log.find("Used");
-        MESSAGE(spec.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes()
-                                << " bytes dynamic shared memory");
+        compiles_without_spills(compiler, k);
         ++n;
       }
   CHECK(n == 12);
@@ -70,16 +75,12 @@ TEST_CASE("nsa_topk hopper kernel: the wgmma variants compile for sm_90a with no
   for (const auto& v : vs) {
     const auto k = nsa::choose_topk_kernel(kOp, v.dt, v.D, v.group, attnjit::detail::Backend::kHopper, "sm_90a");
     CHECK(k.hopper);
-    CHECK(k.smem_bytes() == attnjit::kernels::nsa_topk_smem_bytes(static_cast<int>(v.D), k.tokens, 32, 2, 1024) + 1024);
+    CHECK(k.window == attnjit::kernels::kNsaTopkHopperWindow);
+    CHECK(k.smem_bytes() == attnjit::kernels::nsa_topk_smem_bytes(static_cast<int>(v.D), k.tokens, 32, 2, 512) + 1024);
     const auto spec = nsa::topk_kernel_spec(kOp, k);
     CHECK(test::contains(spec.name, "nsa_topk.hopper."));
     CHECK(spec.template_file == "nsa/nsa_topk_hopper.cuh");
-    const auto r = compiler.compile(spec);
-    INFO(spec.describe() << "\n" << r.log);
-    CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
-    const size_t u = r.log.find("Used");
-    MESSAGE(spec.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes()
-                            << " bytes dynamic shared memory");
+    compiles_without_spills(compiler, k);
   }
 }
 
@@ -91,14 +92,8 @@ TEST_CASE("nsa_topk kernel: the tuning tiles compile with no spills; malformed t
                                            tile);
     const std::string want_tile = std::string(tile).size() > 5 ? tile : std::string(tile) + "x1024";
     CHECK(std::to_string(k.bn) + "x" + std::to_string(k.stages) + "x" + std::to_string(k.window) == want_tile);
-    const auto spec = nsa::topk_kernel_spec(kOp, k);
-    CHECK(test::contains(spec.name, fmt::format(".bn{}s{}w{}", k.bn, k.stages, k.window)));
-    const auto r = compiler.compile(spec);
-    INFO(spec.describe() << "\n" << r.log);
-    CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
-    const size_t u = r.log.find("Used");
-    MESSAGE(spec.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes()
-                            << " bytes dynamic shared memory");
+    CHECK(test::contains(nsa::topk_kernel_spec(kOp, k).name, fmt::format(".bn{}s{}w{}", k.bn, k.stages, k.window)));
+    compiles_without_spills(compiler, k);
   }
   for (const char* bad : {"48x2", "64x1", "64x5", "64", "64x2x2", "x2", "32x2x100", "64x2x4096", "64x2x192"})
     CHECK_THROWS_WITH_AS(nsa::choose_topk_kernel(kOp, DType::kBF16, 128, 16, attnjit::detail::Backend::kPortable,
