@@ -26,8 +26,8 @@ struct Tuning {
   // ATTNJIT_TUNE_NSA_SELECTED_TILE / "nsa_selected_tile": nsa_selected_fwd's "BNxSTAGES" (key slots per
   // tile, ring depth), e.g. "16x2"; empty = the planner's.
   std::string nsa_selected_tile;
-  // ATTNJIT_TUNE_NSA_TOPK_TILE / "nsa_topk_tile": nsa_topk's "BNxSTAGES" (k_cmp chunks per tile, ring
-  // depth), e.g. "32x2"; empty = the planner's.
+  // ATTNJIT_TUNE_NSA_TOPK_TILE / "nsa_topk_tile": nsa_topk's "BNxSTAGES[xWINDOW]" (k_cmp chunks per
+  // tile, ring depth, candidates per on-chip window), e.g. "32x2"; empty = the planner's.
   std::string nsa_topk_tile;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument

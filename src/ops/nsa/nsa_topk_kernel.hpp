@@ -29,7 +29,7 @@ struct TopkKernelChoice {
 
 // The kernel for a call of `dtype`, head dim D and group size `group` on `arch` under `backend`
 // ('hopper': the wgmma kernel, sm_90a, else Unsupported naming the gap; 'portable': the mma.sync kernel,
-// sm_80+; 'auto': the portable kernel, see choose_topk_kernel's note).
+// sm_80+; 'auto': the hopper kernel on sm_90a, else the portable one; see choose_topk_kernel's note).
 // `tile_override`: "BNxSTAGES[xWINDOW]" (ATTNJIT_TUNE_NSA_TOPK_TILE), "" = the planner's tile.
 TopkKernelChoice choose_topk_kernel(const char* op, DType dtype, int64_t D, int64_t group, detail::Backend backend,
                                     const std::string& arch, const std::string& tile_override = "");
