@@ -43,9 +43,15 @@ struct NsaSelSlots {
   int n_keys = 0;            // count * ebs
 
   __device__ __forceinline__ long long resolve(const NsaSelectedParams& p, int j) const {
+    return resolve_with(p, j, [&](int u) { return idx[u * p.bi_su]; });
+  }
+  // The same with the listed id of block u read by `id_of(u)` (the hopper kernel keeps a copy of the list
+  // in shared memory).
+  template <typename IdOf>
+  __device__ __forceinline__ long long resolve_with(const NsaSelectedParams& p, int j, IdOf id_of) const {
     if (j >= n_keys) return -1;
     const int u = j / ebs, off = j - u * ebs;
-    const long long beta = idx[u * p.bi_su];
+    const long long beta = id_of(u);
     if (beta < 0) return -1;
     const long long x = beta * p.block_size + off;
     if (x >= limit) return -1;

@@ -22,6 +22,18 @@ ATTNJIT_HD constexpr int nsa_selected_merge_bytes(int d, int warps, int ksplit) 
   return (ksplit - 1) * warps * 32 * (4 + d / 2) * 4;
 }
 
+// The hopper kernel (nsa/nsa_selected_fwd_hopper.cuh): one warpgroup a CTA over NH heads (the group when
+// g <= 64, else tiles of 64), key tiles of 64 slots (wgmma's M), a STAGES-deep ring of K and V tiles in
+// 64-column panels, and the first kNsaSelHopperIdxCap listed blocks of the token kept in shared memory.
+constexpr int kNsaSelHopperSlots = 64;
+constexpr int kNsaSelHopperIdxCap = 128;
+ATTNJIT_HD constexpr int nsa_selected_hopper_heads(long long group) { return group >= 64 ? 64 : static_cast<int>(group); }
+ATTNJIT_HD constexpr int nsa_selected_hopper_smem_bytes(int d, int nh, int stages) {
+  return 1024                                                         // alignment slack (1024-byte panels)
+         + (2 * stages * kNsaSelHopperSlots * d + nh * d + nh * kNsaSelHopperSlots) * 2  // K, V rings, Q, P^T
+         + (stages * kNsaSelHopperSlots + 4 * nh + kNsaSelHopperIdxCap) * 4;          // validity, maxima, block list
+}
+
 struct NsaSelectedParams {
   const void* q;  // [T, H, D]
   long long q_st, q_sh;
@@ -41,7 +53,7 @@ struct NsaSelectedParams {
   int T, n_req, h_kv, group, sel;
   int block_size;
   int causal;
-  int m_tiles;       // row tiles per (token, KV head): ceil(group / (16 WARPS))
+  int m_tiles;       // row tiles per (token, KV head): ceil(group / (16 WARPS)); hopper: ceil(group / NH)
   float scale_log2;  // logit scale * log2(e)
 };
 

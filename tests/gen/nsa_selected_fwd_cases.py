@@ -12,12 +12,14 @@ Writes:
                         strided (class M) indices and counts, validate_inputs on some. o: rel_l2 at the
                         dtype's threshold (rows with no visible key exactly zero). Outputs poisoned.
   tests/cases/gpu/nsa_selected_fwd_small.json  ~12 small cases for compute-sanitizer.
+  tests/cases/gpu/nsa_selected_fwd_hopper_{grid,small}.json  the same cases pinned to backend 'hopper'
+                        (names prefixed "hopper/"): the wgmma kernel on the same shapes.
   tests/cases/nsa_selected_fwd_errors.json     one case per rejection rule of SPEC.md §2.17 / §2.14 and per
                         validate_inputs caller-contract item (block_counts in [0, SEL] included); outputs
                         hold a byte pattern (a rejected call writes nothing). Device-only rules are
                         gpu_only; a non-finite scale, device placement, overlapping outputs and the kernel
                         impl's Unsupported error are covered by tests/unit/nsa_test.cpp.
-The grid and small files run with the default backend ('auto': the portable kernel on every arch).
+The grid and small files pin backend 'portable'.
 
 Usage: python3 tests/gen/nsa_selected_fwd_cases.py [--out-dir tests/cases]
 """
@@ -218,7 +220,7 @@ def grid_case(rng, name, seed, small):
 
 
 def main():
-    return write_all(__doc__, OP, "selected", SEED, grid_case, build_errors, 91000, 96000)
+    return write_all(__doc__, OP, "selected", SEED, grid_case, build_errors, 91000, 96000, hopper=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-// The nsa_selected_fwd kernel (templates/nsa/nsa_selected_fwd.cuh) without a GPU: every variant (fp16 and
-// bf16, D 64 and 128, 16 to 64 rows per CTA) compiles for sm_90a with no spills, and its shared memory fits
-// every sm_80+ arch. Its numerics are checked on a GPU by the grid (tests/gen/nsa_selected_fwd_cases.py).
+// The nsa_selected_fwd kernels (templates/nsa/nsa_selected_fwd.cuh, nsa_selected_fwd_hopper.cuh) without a
+// GPU: every variant (fp16 and bf16, D 64 and 128, 16 to 64 rows or heads per CTA) compiles for sm_90a with
+// no spills, and the portable kernel's shared memory fits every sm_80+ arch. Their numerics are checked on a
+// GPU by the grids (tests/gen/nsa_selected_fwd_cases.py).
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -82,4 +83,42 @@ TEST_CASE("nsa_selected_fwd kernel: tuned tiles (BNxSTAGES[xKSPLIT]) compile wit
   CHECK(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 64, attnjit::detail::Backend::kAuto, "sm_90a", "32x2x2").threads() == 256);
   CHECK_THROWS_AS(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 64, attnjit::detail::Backend::kAuto, "sm_90a", "64x2x4"),
                   attnjit::InvalidArgument);
+}
+
+// The hopper kernel: one warpgroup over 16 to 64 heads, 64-slot tiles; every variant and ring depth compiles
+// for sm_90a with no spills; a tile override other than "64xSTAGES" is a param error.
+TEST_CASE("nsa_selected_fwd hopper kernel: every variant and ring depth compiles for sm_90a with no spills") {
+  namespace nsa = attnjit::ops::nsa;
+  attnjit::jit::NvrtcCompiler compiler;
+  int n = 0;
+  auto compile = [&](const nsa::SelectedKernelChoice& k) {
+    const auto spec = nsa::selected_kernel_spec(kOp, k);
+    const auto r = compiler.compile(spec);
+    INFO(spec.describe() << "\n" << r.log);
+    CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"));
+    const size_t u = r.log.find("Used");
+    REQUIRE(u != std::string::npos);
+    MESSAGE(spec.name << ": " << r.log.substr(u, r.log.find('\n', u) - u) << ", " << k.smem_bytes() << " bytes");
+    ++n;
+  };
+  for (DType dt : {DType::kF16, DType::kBF16})
+    for (int64_t D : {64, 128})
+      for (int64_t group : {16, 32, 48, 64, 128}) {
+        const auto k = nsa::choose_selected_kernel(kOp, dt, D, group, attnjit::detail::Backend::kHopper, "sm_90a");
+        CHECK(k.hopper);
+        CHECK(k.heads() == (group >= 64 ? 64 : group));
+        CHECK(k.m_tiles(group) == (group + 63) / 64);
+        CHECK(k.threads() == 128);
+        CHECK(k.smem_bytes() == 1024 + (2 * 2 * 64 * D + k.heads() * D + k.heads() * 64) * 2 + (2 * 64 + 4 * k.heads() + 128) * 4);
+        if (group != 128) compile(k);  // 128 is the 64-head kernel in two tiles
+      }
+  for (const char* tile : {"64x3", "64x4"}) {
+    const auto k = nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 16, attnjit::detail::Backend::kHopper, "sm_90a", tile);
+    CHECK(k.stages == tile[3] - '0');
+    compile(k);
+  }
+  CHECK(n == 18);
+  for (const char* bad : {"32x2", "64x2x2", "64x1", "64x5", "64", "64x2y"})
+    CHECK_THROWS_WITH_AS(nsa::choose_selected_kernel(kOp, DType::kBF16, 128, 16, attnjit::detail::Backend::kHopper, "sm_90a", bad),
+                         doctest::Contains("the hopper kernel expects \"64xSTAGES\""), attnjit::InvalidArgument);
 }

@@ -307,8 +307,9 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
 
 // The kernels a call selects (descriptors only; the numerics are the GPU grid's,
 // tests/gen/nsa_selected_fwd_cases.py): one portable kernel per dtype, D and row-group count (g / 16
-// up to 64 rows, tiles of 64 rows beyond); 'hopper' names its gap; bad calls are still InvalidArgument.
-TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and backend; 'hopper' is not built yet") {
+// up to 64 rows, tiles of 64 rows beyond; hopper: the same head classes, sm_90a only); 'hopper' names its
+// gap elsewhere; bad calls are still InvalidArgument.
+TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and backend (hopper: sm_90a only)") {
   test::TempDir dir("nsaselkern");
   attnjit::Runtime rt(test::options_in(dir));
   auto& impl = rt.impl();
@@ -332,23 +333,27 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
   for (const auto& w : wants) {
     INFO(w.name);
     Selected sl({3, 5}, w.H, w.H_kv, w.D, 2, w.dt);
-    for (const char* backend : {"auto", "portable"}) {
+    // The hopper kernel of the same class: "m<rows>.bn32s2k2" -> "h<heads>.s2".
+    std::string hopper_name = w.name;
+    hopper_name.replace(hopper_name.find("portable"), 8, "hopper");
+    hopper_name.replace(hopper_name.find(".m"), 2, ".h");
+    hopper_name.replace(hopper_name.find(".bn32s2k2"), 9, ".s2");
+    for (const char* backend : {"auto", "portable", "hopper"}) {
       nlohmann::json c = cfg;
       c["backend"] = backend;
-      CHECK(selected(c, sl, "sm_90a") == w.name);
-      CHECK(selected(c, sl, "sm_80") == w.name);
+      CHECK(selected(c, sl, "sm_90a") == (std::string(backend) == "hopper" ? hopper_name : std::string(w.name)));
+      if (std::string(backend) != "hopper") CHECK(selected(c, sl, "sm_80") == w.name);
     }
   }
   Selected sl({3, 5}, 16, 1, 64, 2);
   nlohmann::json hopper = cfg;
   hopper["backend"] = "hopper";
   try {
-    impl.op("nsa_selected_fwd", hopper)->kernels_for(on_device(sl.args()), "sm_90a");
-    FAIL("backend 'hopper' selected a kernel");
+    impl.op("nsa_selected_fwd", hopper)->kernels_for(on_device(sl.args()), "sm_80");
+    FAIL("backend 'hopper' selected a kernel on sm_80");
   } catch (const attnjit::Unsupported& e) {
     CHECK(std::string(e.what()) ==
-          "nsa_selected_fwd: unsupported: backend 'hopper': the hopper kernel is not built yet for this op; use "
-          "backend 'auto' or 'portable'");
+          "nsa_selected_fwd: unsupported: backend 'hopper': it needs sm_90a (wgmma), the device is sm_80");
   }
   try {
     impl.op("nsa_selected_fwd", cfg)->kernels_for(on_device(sl.args()), "sm_75");
@@ -371,12 +376,15 @@ TEST_CASE("nsa_selected_fwd: the kernel a call selects per dtype, D, group and b
                                     sl.args()),
                           "nsa_selected_fwd: device: q: expected a CUDA tensor"));
   CHECK(sl.untouched());
-  // The warm-up: D 128, fp16 and bf16, group sizes 16, 32 and >= 64.
+  // The warm-up: D 128, fp16 and bf16, group sizes 16, 32 and >= 64, both backends on sm_90a.
   std::set<std::string> warm;
   for (const auto& s : attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_90a")) warm.insert(s.name);
   std::set<std::string> want;
   for (const char* dt : {"fp16", "bf16"})
-    for (int m : {16, 32, 64}) want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}.bn32s2k2", dt, m));
+    for (int m : {16, 32, 64}) {
+      want.insert(fmt::format("nsa_selected_fwd.portable.{}.d128.m{}.bn32s2k2", dt, m));
+      want.insert(fmt::format("nsa_selected_fwd.hopper.{}.d128.h{}.s2", dt, m));
+    }
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_selected_fwd").default_matrix("sm_80").size() == 6);
 }

@@ -4,7 +4,7 @@ kernels use (fp32 accumulators; 16-bit operands, and e4m3 operands for the FP8 k
 python3 tools/scripts/gen_wgmma_ops.py"""
 import pathlib
 
-NS = (32, 48, 64, 128, 256)
+NS = (16, 32, 48, 64, 128, 256)
 E4M3_NS = (64, 128)
 TYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 

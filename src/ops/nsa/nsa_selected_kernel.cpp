@@ -23,7 +23,7 @@ namespace {
 
 constexpr float kLog2e = 1.44269504088896340736f;
 
-kernels::NsaSelectedParams selected_params(const SelectedConfig& cfg, const SelectedCall& c, int warps) {
+kernels::NsaSelectedParams selected_params(const SelectedConfig& cfg, const SelectedCall& c, const SelectedKernelChoice& kc) {
   const TensorRef &q = *c.q, &k = *c.k, &v = *c.v, &bi = *c.block_indices, &bc = *c.block_counts, &o = *c.o;
   const TensorRef& ti = *c.meta.token_indices;
   kernels::NsaSelectedParams p{};
@@ -49,7 +49,7 @@ kernels::NsaSelectedParams selected_params(const SelectedConfig& cfg, const Sele
   p.sel = static_cast<int>(c.SEL);
   p.block_size = static_cast<int>(cfg.block_size);
   p.causal = cfg.is_causal ? 1 : 0;
-  p.m_tiles = static_cast<int>((c.group() + 16 * warps - 1) / (16 * warps));
+  p.m_tiles = kc.m_tiles(c.group());
   p.scale_log2 = static_cast<float>(cfg.scale) * kLog2e;
   return p;
 }
@@ -70,8 +70,11 @@ void check_extents(const char* op, const SelectedConfig& cfg, const SelectedCall
 
 }  // namespace
 
-int SelectedKernelChoice::smem_bytes() const { return kernels::nsa_selected_smem_bytes(D, warps, bn, stages); }
-int SelectedKernelChoice::threads() const { return kernels::nsa_selected_threads(warps, ksplit); }
+int SelectedKernelChoice::smem_bytes() const {
+  return hopper ? kernels::nsa_selected_hopper_smem_bytes(D, heads(), stages)
+                : kernels::nsa_selected_smem_bytes(D, warps, bn, stages);
+}
+int SelectedKernelChoice::threads() const { return hopper ? 128 : kernels::nsa_selected_threads(warps, ksplit); }
 
 namespace {
 
@@ -91,18 +94,43 @@ std::tuple<int, int, int> parse_selected_tile(const char* op, const std::string&
   return {bn, stages, ksplit};
 }
 
+// The hopper kernel's tiles are wgmma's 64 slots with no key split: "64xSTAGES", 2 to 4 stages.
+int parse_selected_hopper_tile(const char* op, const std::string& text) {
+  int bn = 0, stages = 0;
+  char x = 0, extra = 0;
+  const int n = std::sscanf(text.c_str(), "%d%c%d%c", &bn, &x, &stages, &extra);
+  if (n != 3 || x != 'x' || bn != kernels::kNsaSelHopperSlots || stages < 2 || stages > 4)
+    throw InvalidArgument(fmt::format("{}: param: ATTNJIT_TUNE_NSA_SELECTED_TILE: the hopper kernel expects \"64xSTAGES\" "
+                                      "with 2 to 4 stages (64-slot tiles, no key split), got \"{}\"", op, text));
+  return stages;
+}
+
 }  // namespace
 
 SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t D, int64_t group,
                                             detail::Backend backend, const std::string& arch,
                                             const std::string& tile_override) {
-  if (backend == detail::Backend::kHopper)
-    throw_hopper_gap(op, "the hopper kernel is not built yet for this op; use backend 'auto' or 'portable'");
-  require_portable_arch(op, arch);
   SelectedKernelChoice k;
+  // 'auto' takes the portable kernel on every arch. NOTE: H100, 2026-12-06, T 64k H 64/4 D 128 S 16: hopper
+  // 25.98 ms (64x2; 64x3 32.97) against portable 20.93 ms. Both issue-bound (0.57 warps issued a scheduler,
+  // L2 hit 98.7%), the hopper kernel with 3 CTAs of 4 warps an SM; docs/tuning/nsa.md.
+  k.hopper = pick_hopper(op, backend, [&] { return hopper_arch_gap(arch, "wgmma"); }, [] { return false; });
+  if (!k.hopper) require_portable_arch(op, arch);
   k.dtype = dtype;
   k.D = static_cast<int>(D);
-  k.warps = kernels::nsa_selected_warps(group);
+  k.warps = kernels::nsa_selected_warps(group);  // hopper: heads / 16, the same classes
+  k.arch = arch;
+  const int budget = arch_facts(arch).max_smem_per_block;
+  if (k.hopper) {
+    k.bn = kernels::kNsaSelHopperSlots;
+    k.stages = 2;
+    if (!tile_override.empty()) k.stages = parse_selected_hopper_tile(op, tile_override);
+    if (k.smem_bytes() > budget)
+      throw Unsupported(fmt::format("{}: unsupported: backend 'hopper': D {} with {} heads and {} stages needs {} bytes "
+                                    "of shared memory, {} allows {}",
+                                    op, k.D, k.heads(), k.stages, k.smem_bytes(), arch, budget));
+    return k;
+  }
   // NOTE: H200, 2026-12-03, T 64k H 64/4 D 128 S 16 (group 16: one row group): 32-slot tiles, 2 stages,
   // two warps splitting each tile: 21.3 ms (99.5 TFLOP/s) against 38.4 ms for one warp with 3 stages
   // (53 KB of shared memory a CTA, 4 warps an SM); 16x2 22.8, 64x2x4 22.8, 32x2 32.2, 16x4 32.6, 64x2x2
@@ -111,8 +139,6 @@ SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t
   k.stages = 2;
   k.ksplit = 2;
   if (!tile_override.empty()) std::tie(k.bn, k.stages, k.ksplit) = parse_selected_tile(op, tile_override, k.warps);
-  k.arch = arch;
-  const int budget = arch_facts(arch).max_smem_per_block;
   if (k.smem_bytes() > budget)
     throw Unsupported(fmt::format("{}: unsupported: backend 'portable': D {} with {} row groups needs {} bytes of shared "
                                   "memory, {} allows {}",
@@ -123,6 +149,19 @@ SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t
 jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice& k) {
   jit::KernelSpec s;
   s.op = op;
+  s.arch = k.arch;
+  if (k.hopper) {
+    s.template_file = "nsa/nsa_selected_fwd_hopper.cuh";
+    s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd_hopper<{}, {}, {}, {}>", device_type_name(k.dtype), k.D,
+                          k.heads(), k.stages);
+    s.fields = {{"backend", "hopper"},
+                {"dtype", std::string(dtype_name(k.dtype))},
+                {"head_dim", std::to_string(k.D)},
+                {"heads", std::to_string(k.heads())},
+                {"stages", std::to_string(k.stages)}};
+    s.name = fmt::format("{}.hopper.{}.d{}.h{}.s{}", op, dtype_name(k.dtype), k.D, k.heads(), k.stages);
+    return s;
+  }
   s.template_file = "nsa/nsa_selected_fwd.cuh";
   s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
                         k.warps, k.bn, k.stages, k.ksplit);
@@ -133,7 +172,6 @@ jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice&
               {"block_n", std::to_string(k.bn)},
               {"stages", std::to_string(k.stages)},
               {"key_split", std::to_string(k.ksplit)}};
-  s.arch = k.arch;
   s.name = fmt::format("{}.portable.{}.d{}.m{}.bn{}s{}k{}", op, dtype_name(k.dtype), k.D, 16 * k.warps, k.bn, k.stages,
                        k.ksplit);
   return s;
@@ -143,6 +181,9 @@ std::vector<jit::KernelSpec> selected_warmup_specs(const char* op, DType dtype, 
   std::vector<jit::KernelSpec> specs;
   for (int64_t group : {16, 32, 64})
     specs.push_back(selected_kernel_spec(op, choose_selected_kernel(op, dtype, D, group, detail::Backend::kPortable, arch)));
+  if (hopper_arch_gap(arch).empty())
+    for (int64_t group : {16, 32, 64})
+      specs.push_back(selected_kernel_spec(op, choose_selected_kernel(op, dtype, D, group, detail::Backend::kHopper, arch)));
   return specs;
 }
 
@@ -156,7 +197,7 @@ class SelectedPlan final : public detail::PlanImpl {
     choice_ = choose_selected_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index),
                                      ctx.tuning().nsa_selected_tile);
     device_ = call.device.index;
-    check_extents(op, cfg, call, selected_params(cfg, call, choice_.warps).m_tiles);
+    check_extents(op, cfg, call, choice_.m_tiles(call.group()));
     kernel_ = ctx.kernels().loaded(selected_kernel_spec(op, choice_), device_);
     require_dynamic_smem(op, *kernel_, kernel_->compiled->spec, choice_.smem_bytes());
   }
@@ -169,7 +210,7 @@ class SelectedPlan final : public detail::PlanImpl {
                                         "m{} cuda:{}), got {} D {} m{} cuda:{}; build a plan for the new signature",
                                         op_, dtype_name(choice_.dtype), choice_.D, 16 * choice_.warps, device_,
                                         dtype_name(c.dtype), c.D, 16 * warps, c.device.index));
-    const kernels::NsaSelectedParams p = selected_params(cfg_, c, warps);
+    const kernels::NsaSelectedParams p = selected_params(cfg_, c, choice_);
     check_extents(op_, cfg_, c, p.m_tiles);
     if (cfg_.validate_inputs) {
       check_meta_contents(op_, c.meta, c.T, /*bs=*/0, 0, c.device, stream);
