@@ -173,17 +173,17 @@ def configure(**options: Any) -> Runtime:
 
 _state = threading.local()  # .planning: dict of plan arguments; .plan: the Plan being run
 _torch_dispatch = None  # set by _torch_ops: calls torch.ops.attnjit.<op>
+_torch_eager_direct = None  # set by _torch_ops: whether a call on these torch tensors may skip the dispatcher
 _torch_bsa_autograd = None  # set by _torch_ops: bsa_fwd with bsa_bwd as its backward
+_torch_current_stream = None  # set by _torch_ops: device index -> torch's current CUstream handle (int)
 
 
 def _stream_handle(stream: Any, tensors: Sequence[Any]) -> int:
     if stream is None:
         # NOTE: one device per call (the contract), so the first tensor decides.
         t = tensors[0]
-        if _is_torch(t) and t.device.type == "cuda":
-            import torch
-
-            return torch.cuda.current_stream(t.device).cuda_stream
+        if _is_torch(t) and t.is_cuda:
+            return _torch_current_stream(t.get_device())
         return 0
     if isinstance(stream, int):
         return stream
@@ -209,7 +209,8 @@ def call(op: str, tensors: Sequence[Tuple[str, Any]], params: Tuple[Tuple[str, A
     cfg = config_json(params + (("impl", impl), ("backend", None if backend == "auto" else backend)))
     planning = getattr(_state, "planning", None)
     current = getattr(_state, "plan", None)
-    if _torch_dispatch is not None and planning is None and current is None and stream is None and _is_torch(values[0]):
+    if (_torch_dispatch is not None and planning is None and current is None and stream is None and _is_torch(values[0])
+            and not _torch_eager_direct(values)):
         named = dict(tensors)
         named.update(outputs)
         if op == "bsa_fwd" and _torch_bsa_autograd is not None and _needs_grad(values):

@@ -29,6 +29,13 @@ struct DLManagedTensorVersioned10 {
 
 PyObject* g_errors[7] = {};  // by attnjit_status; set at module init
 
+// A faster export for one tensor type (the package registers torch.Tensor with torch._C._to_dlpack):
+// torch's __dlpack__ orders the producer's stream against the consumer's with an event on every call,
+// which costs microseconds a tensor; the library launches on the stream the caller names, so the plain
+// export is what it needs. Set once at import; null: every object goes through __dlpack__.
+PyTypeObject* g_fast_type = nullptr;
+PyObject* g_fast_export = nullptr;
+
 [[noreturn]] void raise_status(attnjit_status st) {
   PyObject* type = (st > 0 && st < 7 && g_errors[st]) ? g_errors[st] : PyExc_RuntimeError;
   PyErr_SetString(type, attnjit_last_error());
@@ -66,6 +73,10 @@ struct CallTensors {
     nb::object capsule;
     if (PyCapsule_CheckExact(obj.ptr())) {
       capsule = nb::borrow(obj);
+    } else if (g_fast_type && PyObject_TypeCheck(obj.ptr(), g_fast_type)) {
+      PyObject* c = PyObject_CallOneArg(g_fast_export, obj.ptr());
+      if (!c) throw nb::python_error();
+      capsule = nb::steal(c);
     } else {
       nb::object fn = nb::getattr(obj, "__dlpack__", nb::none());
       if (fn.is_none())
@@ -256,6 +267,17 @@ NB_MODULE(_attnjit, m) {
     if (t->dtype.bits != bits) throw nb::value_error("retype: the storage's element size differs from the dtype's");
     t->dtype.code = static_cast<uint8_t>(code);
     return capsule;
+  });
+  // Registers the fast export of one tensor type (see g_fast_type); the references live as long as the module.
+  m.def("_set_fast_export", [](nb::handle type, nb::handle fn) {
+    if (!PyType_Check(type.ptr()) || !PyCallable_Check(fn.ptr()))
+      throw nb::type_error("_set_fast_export: expected a type and a callable");
+    Py_INCREF(type.ptr());
+    Py_INCREF(fn.ptr());
+    Py_XDECREF(reinterpret_cast<PyObject*>(g_fast_type));
+    Py_XDECREF(g_fast_export);
+    g_fast_type = reinterpret_cast<PyTypeObject*>(type.ptr());
+    g_fast_export = fn.ptr();
   });
   // The Python exception type a status maps to (tests; a GPU-less machine cannot reach every status).
   m.def("_exception_for_status", [](int st) {

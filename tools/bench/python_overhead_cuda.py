@@ -9,8 +9,11 @@ a few pages), output preallocated, planned once. Rows, microseconds of host time
   plan_run       Plan.run(...): the op function's argument binding, then the C call
   op_stream      attnjit.gqa_paged_fwd(..., out=o, stream=s): config lookup, the runtime's op and plan-cache
                  lookup (a caller stream skips torch's dispatcher)
-  op_call        attnjit.gqa_paged_fwd(..., out=o): through torch.ops.attnjit.gqa_paged_fwd (the custom op)
+  op_call        attnjit.gqa_paged_fwd(..., out=o): torch's current stream (eager calls on plain tensors go
+                 straight to the library)
   op_alloc       attnjit.gqa_paged_fwd(...): as op_call, plus torch.empty for the output
+  op_dispatch    as op_call, forced through torch.ops.attnjit.gqa_paged_fwd (the custom op and torch's
+                 dispatcher: the path torch.compile traces)
 "async": the loop does not synchronise: CUDA launches are asynchronous, so this is the host time per
 call (batches of --batch calls, a synchronisation between batches, outside the timing; the best and the
 median batch). "sync": torch.cuda.synchronize() after every call (host + GPU + synchronisation latency).
@@ -116,13 +119,19 @@ def main():
         "op_stream": lambda: attnjit.gqa_paged_fwd(*args, out=o, stream=stream),
         "op_call": lambda: attnjit.gqa_paged_fwd(*args, out=o),
         "op_alloc": lambda: attnjit.gqa_paged_fwd(*args),
+        "op_dispatch": lambda: attnjit.gqa_paged_fwd(*args, out=o),  # through torch.ops.attnjit (below)
     }
     rows = []
     c_best, c_med = c_execute_us(p, p.names, tensors, a.batch, a.reps)
     rows.append({"path": "c_execute", "async_best": c_best, "async_median": c_med})
+    direct = attnjit._core._torch_eager_direct
     for name, fn in paths.items():
+        # op_dispatch: the op call as torch.compile traces it, through the custom op and torch's dispatcher
+        # (eager calls on plain tensors skip it).
+        attnjit._core._torch_eager_direct = (lambda values: False) if name == "op_dispatch" else direct
         best, med = timed_batches(fn, a.batch, a.reps, sync_each=False)
         sbest, smed = timed_batches(fn, a.batch, max(a.reps // 5, 3), sync_each=True)
+        attnjit._core._torch_eager_direct = direct
         rows.append({"path": name, "async_best": best, "async_median": med, "sync_best": sbest, "sync_median": smed})
     g = gpu_us(paths["execute"])
 
