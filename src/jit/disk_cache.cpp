@@ -157,6 +157,18 @@ std::string DiskCache::verify_entry(const fs::path& dir, const std::string& key,
   return {};
 }
 
+namespace {
+
+// Whether `dir` still is the directory `before` described: a read of an entry that a concurrent prune,
+// clear or remove moved aside (or replaced with a new publish) fails without the entry being corrupt.
+bool same_dir(const fs::path& dir, const struct stat& before) {
+  struct stat now{};
+  return ::lstat(dir.c_str(), &now) == 0 && S_ISDIR(now.st_mode) && now.st_dev == before.st_dev &&
+         now.st_ino == before.st_ino;
+}
+
+}  // namespace
+
 std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   fs::path dir = entry_dir(key);
   struct stat st{};
@@ -164,8 +176,10 @@ std::optional<CacheEntry> DiskCache::load(const std::string& key) {
   CacheEntry entry;
   std::string problem = verify_entry(dir, key, &entry);
   if (!problem.empty()) {
+    if (!same_dir(dir, st)) return std::nullopt;  // removed or replaced meanwhile: a plain miss
     logger().warn("kernel cache entry {} is unusable ({}); it will be rebuilt", key, problem);
-    remove(key);
+    const std::pair<std::uint64_t, std::uint64_t> id{st.st_dev, st.st_ino};
+    remove_dir(key, &id);
     return std::nullopt;
   }
   if (writable_) {
@@ -196,8 +210,10 @@ bool DiskCache::publish(const CacheEntry& entry) {
   if (::lstat(final_dir.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode) && verify_entry(final_dir, entry.key, nullptr).empty()) return true;  // another process won
     // NOTE: something untrusted holds the key's path (a symlink, a file, a corrupt entry): move it
-    // aside, so that this key (and only it) can be published.
-    remove(entry.key);
+    // aside, so that this key (and only it) can be published; an entry that a concurrent prune moved
+    // aside meanwhile needs nothing, and one published meanwhile stays.
+    const std::pair<std::uint64_t, std::uint64_t> id{st.st_dev, st.st_ino};
+    remove_dir(entry.key, &id);
   }
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const fs::path staging = root / fmt::format(".staging-{}-{:016x}", ::getpid(), rng());
@@ -236,13 +252,28 @@ bool DiskCache::publish(const CacheEntry& entry) {
   return true;
 }
 
-void DiskCache::remove(const std::string& key) {
+void DiskCache::remove(const std::string& key) { remove_dir(key, nullptr); }
+
+void DiskCache::remove_listed(const CacheEntryInfo& info) {
+  const std::pair<std::uint64_t, std::uint64_t> id{info.dev, info.ino};
+  remove_dir(info.key, &id);
+}
+
+void DiskCache::remove_dir(const std::string& key, const std::pair<std::uint64_t, std::uint64_t>* only) {
   if (!writable_ || !is_key(key)) return;
   // Rename first so that a concurrent reader never sees a half-deleted entry.
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   fs::path doomed = settings_.dir / kLayout / fmt::format(".doomed-{}-{:016x}", ::getpid(), rng());
   std::error_code ec;
-  if (::rename(entry_dir(key).c_str(), doomed.c_str()) == 0) fs::remove_all(doomed, ec);
+  if (::rename(entry_dir(key).c_str(), doomed.c_str()) != 0) return;
+  struct stat now{};
+  if (only && (::lstat(doomed.c_str(), &now) != 0 || static_cast<std::uint64_t>(now.st_dev) != only->first ||
+               static_cast<std::uint64_t>(now.st_ino) != only->second)) {
+    // NOTE: another process published this key after `only` was read: put the new entry back (should a
+    // third publish have taken the path meanwhile, the moved one goes: a rebuild, never a wrong kernel).
+    if (::rename(doomed.c_str(), entry_dir(key).c_str()) == 0) return;
+  }
+  fs::remove_all(doomed, ec);
 }
 
 std::unique_ptr<KeyLock> DiskCache::lock(const std::string& key) const {
@@ -300,7 +331,12 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify_cubins) const {
     if (fe) continue;
     std::string text;
     if (read_file(e.path() / kManifestFile, &text)) info.describe = string_field(nlohmann::json::parse(text, nullptr, false), "describe");
-    if (verify_cubins) info.problem = verify_entry(e.path(), name, nullptr);
+    info.dev = static_cast<std::uint64_t>(st.st_dev);
+    info.ino = static_cast<std::uint64_t>(st.st_ino);
+    if (verify_cubins) {
+      info.problem = verify_entry(e.path(), name, nullptr);
+      if (!info.problem.empty() && !same_dir(e.path(), st)) continue;  // moved aside or replaced mid-read
+    }
     out.push_back(std::move(info));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.describe < b.describe; });
@@ -354,7 +390,7 @@ std::size_t DiskCache::prune(std::uint64_t max_bytes) {
   std::size_t removed = 0;
   for (const auto& e : entries) {
     if (total <= max_bytes) break;
-    remove(e.key);
+    remove_listed(e);  // the listed (least recently used) directory, not one published at its key since
     total -= e.bytes;
     ++removed;
   }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnjit::jit {
@@ -31,6 +32,9 @@ struct CacheEntryInfo {
   std::uint64_t bytes = 0;
   std::filesystem::file_time_type last_used{};
   std::string problem;  // empty when the entry verifies
+  // The directory listed (st_dev, st_ino): remove_listed() removes that directory only, never an entry
+  // published at the same key since.
+  std::uint64_t dev = 0, ino = 0;
 };
 
 // A held per-key lock (flock on a file under the lock directory); released on destruction.
@@ -65,6 +69,8 @@ class DiskCache {
   bool publish(const CacheEntry& entry);
   // Drop an entry (e.g. its cubin failed to load on a device).
   void remove(const std::string& key);
+  // Drop the entry `list` gave, if the key's path still holds that directory (not one published since).
+  void remove_listed(const CacheEntryInfo& info);
   // Waits up to lock_timeout_ms for the per-key lock; nullptr when locking is off or timed out.
   std::unique_ptr<KeyLock> lock(const std::string& key) const;
 
@@ -83,6 +89,8 @@ class DiskCache {
   std::filesystem::path entry_dir(const std::string& key) const;
 
  private:
+  // Moves the key's directory aside and deletes it; with `only` (st_dev, st_ino), only if it is that directory.
+  void remove_dir(const std::string& key, const std::pair<std::uint64_t, std::uint64_t>* only);
   std::string verify_entry(const std::filesystem::path& dir, const std::string& key, CacheEntry* out) const;
   void warn_unwritable(const std::string& why);
   // A publish that failed for one key (ENOSPC, a symlink in the way): one warning per key; the next

@@ -83,7 +83,7 @@ int cache_verify(bool fix) {
     ++bad;
     const bool removing = fix && disk.writable();
     fmt::print("BAD {} ({}): {}{}\n", e.key.substr(0, 16), e.describe, e.problem, removing ? " -> removed" : "");
-    if (removing) disk.remove(e.key);
+    if (removing) disk.remove_listed(e);
   }
   fmt::print("verified {} entries: {} ok, {} bad\n", entries.size(), entries.size() - bad, bad);
   if (fix && !disk.writable()) {
