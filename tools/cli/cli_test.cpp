@@ -64,23 +64,6 @@ std::string xml_escape(std::string_view s) {
 // The public API takes a Config; the cases hold nlohmann JSON.
 Config as_config(const nlohmann::json& j) { return Config::parse(j.dump()); }
 
-nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
-  nlohmann::json c = config.is_object() ? config : nlohmann::json::object();
-  if (!c.contains("impl")) c["impl"] = impl;
-  return c;
-}
-
-// Fake, distinct, 256-aligned device addresses for compile-only validation (never dereferenced).
-TensorArgs descriptor_args(const TestCase& c) {
-  TensorArgs args;
-  for (size_t i = 0; i < c.tensors.size(); ++i) {
-    HostTensor shape_only;
-    shape_only.spec = &c.tensors[i];
-    args.set(c.tensors[i].name, shape_only.ref(reinterpret_cast<void*>((i + 1) << 32), {DeviceKind::kCUDA, 0}));
-  }
-  return args;
-}
-
 // Compiles every kernel the cases select, `jobs` at a time, before any case runs (cases then find
 // them in memory). A case whose call is invalid is skipped here; its own run reports it.
 void precompile(Runtime& rt, const std::vector<TestCase>& cases, const std::string& arch, int jobs) {

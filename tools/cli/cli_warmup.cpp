@@ -1,15 +1,19 @@
-// `attnjit warmup`: compile the default kernel matrix of every op into the cache, in parallel.
+// `attnjit warmup`: compile the default kernel matrix of every op into the cache, in parallel; with
+// `--from FILE...`, exactly the kernels the calls of those JSON case files select instead (a cache
+// directory for a fleet that serves those calls with ATTNJIT_NO_JIT=1).
 #include <fmt/format.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "test_case.hpp"
 
 namespace attnjit::cli {
 
@@ -19,25 +23,64 @@ struct WarmupArgs {
   std::string arch;
   int jobs = 0;
   std::vector<std::string> ops;
+  std::vector<std::string> from;  // JSON case files: warm the kernels of their calls
 };
+
+// The distinct kernels the calls of the case files select on `arch` (cases that expect an error, or that the
+// kernel impl must refuse, are not calls to serve). A file that does not load or a call the kernel impl
+// cannot serve is printed and counted in `failed`.
+std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, const std::string& arch, int& failed) {
+  std::vector<jit::KernelSpec> specs;
+  std::set<std::string> seen;
+  size_t calls = 0;
+  for (const auto& file : a.from) {
+    std::vector<TestCase> cases;
+    try {
+      cases = load_test_cases(file);
+    } catch (const std::exception& e) {
+      fmt::print("FAILED {}: {}\n", file, e.what());
+      ++failed;
+      continue;
+    }
+    for (const auto& c : cases) {
+      if (c.expect_error || !c.kernel_unsupported.empty()) continue;
+      if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), c.op) == a.ops.end()) continue;
+      ++calls;
+      try {
+        for (auto& s : rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(descriptor_args(c), arch))
+          if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
+      } catch (const std::exception& e) {
+        fmt::print("FAILED {}: {}\n", c.name, e.what());
+        ++failed;
+      }
+    }
+  }
+  fmt::print("warm-up: {} calls in {} files select {} kernels\n", calls, a.from.size(), specs.size());
+  return specs;
+}
 
 int run_warmup(const WarmupArgs& a) {
   Runtime rt;
   auto& impl = rt.impl();
   const std::string arch = a.arch.empty() ? impl.default_arch() : a.arch;
-  std::vector<jit::KernelSpec> specs;
-  for (const auto& def : detail::op_definitions()) {
-    if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), def.name) == a.ops.end()) continue;
-    for (auto& s : def.default_matrix(arch)) specs.push_back(std::move(s));
-  }
   for (const auto& name : a.ops) detail::find_op(name);  // unknown names are an error
+  int failed_calls = 0;
+  std::vector<jit::KernelSpec> specs;
+  if (!a.from.empty()) {
+    specs = kernels_of_cases(rt, a, arch, failed_calls);
+  } else {
+    for (const auto& def : detail::op_definitions()) {
+      if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), def.name) == a.ops.end()) continue;
+      for (auto& s : def.default_matrix(arch)) specs.push_back(std::move(s));
+    }
+  }
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
   fmt::print("warm-up: {} kernels for {} with {} jobs into {}\n", specs.size(), arch, jobs,
              rt.options().cache_disabled ? std::string("(memory only)") : rt.options().resolved_cache_dir());
   jit::DiskCache* disk = impl.kernels().disk();
   if (disk) disk->sweep_stale();
   std::atomic<size_t> next{0};
-  std::atomic<int> compiled{0}, hits{0}, failed{0}, not_persisted{0};
+  std::atomic<int> compiled{0}, hits{0}, failed{failed_calls}, not_persisted{0};
   std::atomic<size_t> done{0};
   std::mutex print_mutex;
   const auto t0 = std::chrono::steady_clock::now();
@@ -101,6 +144,10 @@ void add_warmup_command(CLI::App& app) {
       });
   cmd->add_option("-j,--jobs", args->jobs, "Parallel compiles (default: number of cores)");
   cmd->add_option("--op", args->ops, "Only these ops (repeatable, or comma-separated)")->delimiter(',');
+  cmd->add_option("--from", args->from,
+                  "JSON case files (the `attnjit test` format): warm exactly the kernels their calls select, "
+                  "instead of the default matrix (repeatable)")
+      ->check(CLI::ExistingFile);
   add_cache_dir_option(cmd);
   cmd->callback([args] {
     int rc = 0;

@@ -524,4 +524,21 @@ HostTensor golden_tensor(const TensorSpec& spec, const nlohmann::json& golden) {
   return h;
 }
 
+nlohmann::json with_impl(const nlohmann::json& config, const char* impl) {
+  nlohmann::json c = config.is_object() ? config : nlohmann::json::object();
+  if (!c.contains("impl")) c["impl"] = impl;
+  return c;
+}
+
+// Fake, distinct, 256-aligned device addresses for compile-only validation (never dereferenced).
+TensorArgs descriptor_args(const TestCase& c) {
+  TensorArgs args;
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    HostTensor shape_only;
+    shape_only.spec = &c.tensors[i];
+    args.set(c.tensors[i].name, shape_only.ref(reinterpret_cast<void*>((i + 1) << 32), {DeviceKind::kCUDA, 0}));
+  }
+  return args;
+}
+
 }  // namespace attnjit::cli

@@ -130,6 +130,12 @@ bool bitwise_equal(const HostTensor& a, const HostTensor& b, std::string* where)
 // of the stored dtype at |ref| (the smallest subnormal at 0); elements with identical bits count 0; a NaN or
 // an infinity on either side that is not bitwise identical gives +inf. `where` gets the worst element.
 double ulp_error(const HostTensor& out, const HostTensor& ref, std::string* where);
+// The case's config with "impl" set to `impl` unless it names one.
+nlohmann::json with_impl(const nlohmann::json& config, const char* impl);
+// The case's tensors as CUDA tensors at fake, distinct, 256-aligned addresses: for compile-only validation
+// (OpInstance::kernels_for), never dereferenced.
+TensorArgs descriptor_args(const TestCase& c);
+
 // A HostTensor holding the golden bits/values of `spec`.
 HostTensor golden_tensor(const TensorSpec& spec, const nlohmann::json& golden);
 
