@@ -13,7 +13,11 @@ from __future__ import annotations
 import json as _json
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from . import _attnjit
+from ._cuda_wheels import configure_environment as _configure_cuda_wheels
+
+_configure_cuda_wheels()  # before the library reads the environment (first runtime, first compile)
+
+from . import _attnjit  # noqa: E402
 from ._core import (CacheError, CompileError, CudaError, HostView, InternalError, Plan, Runtime, bf16, configure,
                     e4m3, plan, runtime)
 from ._ops import (OPS, bsa_bwd, bsa_fp8_fwd, bsa_fwd, dsa_decode, fp8_lightning_indexer, gqa_bwd, gqa_fwd, gqa_paged_fwd,

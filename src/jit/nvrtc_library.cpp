@@ -42,8 +42,10 @@ NvrtcLibrary::NvrtcLibrary() {
     candidates.push_back(forced);
   } else {
     candidates.push_back(ATTNJIT_NVRTC_SONAME);
+    // lib64: a toolkit install; lib: NVIDIA's pip wheels (site-packages/nvidia/cu13/lib).
     for (const std::string& home : {env("ATTNJIT_CUDA_HOME"), env("CUDA_HOME")})
-      if (!home.empty()) candidates.push_back(home + "/lib64/" + ATTNJIT_NVRTC_SONAME);
+      if (!home.empty())
+        for (const char* lib : {"/lib64/", "/lib/"}) candidates.push_back(home + lib + ATTNJIT_NVRTC_SONAME);
     if (*ATTNJIT_CUDA_LIBRARY_DIR) candidates.push_back(std::string(ATTNJIT_CUDA_LIBRARY_DIR) + "/" + ATTNJIT_NVRTC_SONAME);
   }
   void* handle = nullptr;

@@ -1,6 +1,6 @@
 // NVRTC, loaded at run time: dlopen of $ATTNJIT_NVRTC_PATH when set (and nothing else then), else
 // libnvrtc.so.<major of the build's toolkit> from the loader's search path, then from
-// $ATTNJIT_CUDA_HOME/lib64, $CUDA_HOME/lib64 and the build-time toolkit. Loaded on the first compile
+// $ATTNJIT_CUDA_HOME/lib64 and /lib (the pip wheels' layout), $CUDA_HOME/lib64 and /lib, and the build-time toolkit. Loaded on the first compile
 // only, so a no-JIT deployment that loads a warmed cache needs no toolkit: libnvrtc is not a NEEDED
 // library of libattnjit.so.
 #pragma once
