@@ -3,7 +3,7 @@
 # expected in /usr/local/cuda). Needs root (or sudo). Quiet and quick when everything is present.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev nlohmann-json3-dev doctest-dev
-          libdlpack-dev libcli11-dev libssl-dev python3-numpy python3-dev python3-pip)
+          libdlpack-dev libcli11-dev libssl-dev python3-numpy python3-dev python3-pip python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
