@@ -159,12 +159,12 @@ std::string DiskCache::verify_entry(const fs::path& dir, const std::string& key,
 
 namespace {
 
-// Whether `dir` still is the directory `before` described: a read of an entry that a concurrent prune,
-// clear or remove moved aside (or replaced with a new publish) fails without the entry being corrupt.
+// Whether the key's path `dir` still holds what `before` (its lstat) described: a read of an entry that a
+// concurrent prune, clear or remove moved aside (or replaced with a new publish) fails without the entry
+// being corrupt. A symlink or file at the key compares as itself.
 bool same_dir(const fs::path& dir, const struct stat& before) {
   struct stat now{};
-  return ::lstat(dir.c_str(), &now) == 0 && S_ISDIR(now.st_mode) && now.st_dev == before.st_dev &&
-         now.st_ino == before.st_ino;
+  return ::lstat(dir.c_str(), &now) == 0 && now.st_dev == before.st_dev && now.st_ino == before.st_ino;
 }
 
 }  // namespace
@@ -308,6 +308,8 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify_cubins) const {
     if (::lstat(e.path().c_str(), &st) != 0) continue;  // vanished
     CacheEntryInfo info;
     info.key = name;
+    info.dev = static_cast<std::uint64_t>(st.st_dev);  // lstat's: a symlink at the key is itself the entry
+    info.ino = static_cast<std::uint64_t>(st.st_ino);
     std::error_code fe;
     if (!S_ISDIR(st.st_mode)) {
       // A symlink (dangling or a loop), a file or a FIFO at a key's path: a bad entry, never followed.
@@ -331,8 +333,6 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify_cubins) const {
     if (fe) continue;
     std::string text;
     if (read_file(e.path() / kManifestFile, &text)) info.describe = string_field(nlohmann::json::parse(text, nullptr, false), "describe");
-    info.dev = static_cast<std::uint64_t>(st.st_dev);
-    info.ino = static_cast<std::uint64_t>(st.st_ino);
     if (verify_cubins) {
       info.problem = verify_entry(e.path(), name, nullptr);
       if (!info.problem.empty() && !same_dir(e.path(), st)) continue;  // moved aside or replaced mid-read
