@@ -21,11 +21,12 @@
 namespace attnjit::kernels {
 
 template <typename T, int D, int NH, int STAGES>
-__global__ void __launch_bounds__(128) nsa_selected_fwd_hopper(const __grid_constant__ NsaSelectedParams p) {
+__global__ void __launch_bounds__(kNsaSelHopperThreads) nsa_selected_fwd_hopper(const __grid_constant__ NsaSelectedParams p) {
   static_assert(sizeof(T) == 2, "nsa_selected_fwd_hopper: 16-bit operands");
   static_assert(D == 64 || D == 128, "nsa_selected_fwd_hopper: D is 64 or 128");
   static_assert(NH == 16 || NH == 32 || NH == 48 || NH == 64, "nsa_selected_fwd_hopper: 16, 32, 48 or 64 heads a CTA");
   static_assert(STAGES >= 2 && STAGES <= 4, "nsa_selected_fwd_hopper: 2 to 4 stages");
+  static_assert(kNsaSelHopperThreads == 128, "nsa_selected_fwd_hopper: one warpgroup (the loaders assume 128 threads)");
   constexpr int BN = kNsaSelHopperSlots;     // slots per key tile: wgmma's M
   constexpr int kPanel = BN * 64;            // elements of one 64-column panel of a key tile
   constexpr int kTile = D * BN;              // elements of a K (or V) tile

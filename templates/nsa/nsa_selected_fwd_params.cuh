@@ -27,7 +27,7 @@ ATTNJIT_HD constexpr int nsa_selected_merge_bytes(int d, int warps, int ksplit) 
 // 64-column panels, and the first kNsaSelHopperIdxCap listed blocks of the token kept in shared memory.
 constexpr int kNsaSelHopperSlots = 64;
 constexpr int kNsaSelHopperIdxCap = 128;
-ATTNJIT_HD constexpr int nsa_selected_hopper_heads(long long group) { return group >= 64 ? 64 : static_cast<int>(group); }
+constexpr int kNsaSelHopperThreads = 128;  // one warpgroup
 ATTNJIT_HD constexpr int nsa_selected_hopper_smem_bytes(int d, int nh, int stages) {
   return 1024                                                         // alignment slack (1024-byte panels)
          + (2 * stages * kNsaSelHopperSlots * d + nh * d + nh * kNsaSelHopperSlots) * 2  // K, V rings, Q, P^T

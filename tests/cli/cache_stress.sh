@@ -1,5 +1,5 @@
 #!/bin/sh
-# The disk cache under stress, with real processes (issue 19, "What must hold"):
+# The disk cache under stress, with real processes:
 #   1a. N processes warming the same empty cache at once, no compile locks (the raw publish race): all exit
 #       0, one entry per key, `cache verify` clean, no staging/doomed directory left, a second warm-up is
 #       all cache hits.

@@ -17,7 +17,7 @@ a few pages), output preallocated, planned once. Rows, microseconds of host time
 "async": the loop does not synchronise: CUDA launches are asynchronous, so this is the host time per
 call (batches of --batch calls, a synchronisation between batches, outside the timing; the best and the
 median batch). "sync": torch.cuda.synchronize() after every call (host + GPU + synchronisation latency).
-"extra" = the row minus c_execute; the issue's target is at most 5 us of extra host time per call.
+"extra" = the row minus c_execute; the target is at most 5 us of extra host time per call (TARGET_US).
 
     PYTHONPATH=<build>/python python3 tools/bench/python_overhead_cuda.py [--batch 100] [--reps 50] [--json F]
 """

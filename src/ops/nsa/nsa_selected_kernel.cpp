@@ -74,7 +74,9 @@ int SelectedKernelChoice::smem_bytes() const {
   return hopper ? kernels::nsa_selected_hopper_smem_bytes(D, heads(), stages)
                 : kernels::nsa_selected_smem_bytes(D, warps, bn, stages);
 }
-int SelectedKernelChoice::threads() const { return hopper ? 128 : kernels::nsa_selected_threads(warps, ksplit); }
+int SelectedKernelChoice::threads() const {
+  return hopper ? kernels::kNsaSelHopperThreads : kernels::nsa_selected_threads(warps, ksplit);
+}
 
 namespace {
 
