@@ -228,12 +228,12 @@ WorkspaceLayout workspace_layout(const BsaCall& c) {
   return w;
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class BsaBwdPlan final : public detail::PlanImpl {
  public:
   struct Loaded {
     std::shared_ptr<const jit::LoadedKernel> prep, route, scan, main, dq;
   };
-  KernelPlan(const BwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
+  BsaBwdPlan(const BwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
       : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper),
         workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
 
@@ -410,7 +410,7 @@ class BsaBwdOp final : public detail::OpInstance {
     if (!hopper) check_portable(arch);
     const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
     const int dev = c.device.index;
-    KernelPlan::Loaded k;
+    BsaBwdPlan::Loaded k;
     k.prep = ctx_.kernels().loaded(specs.prep, dev);
     k.route = ctx_.kernels().loaded(specs.route, dev);
     k.scan = ctx_.kernels().loaded(specs.scan, dev);
@@ -420,7 +420,7 @@ class BsaBwdOp final : public detail::OpInstance {
                             : kernels::attn_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
                                                           kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
     require_dynamic_smem(kOp, *k.main, specs.main, smem);
-    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    return std::make_shared<BsaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
   }
 
  private:

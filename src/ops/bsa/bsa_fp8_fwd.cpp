@@ -187,9 +187,9 @@ void check_sizes(const BsaCall& in) {
                                   in.S_kv));
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class BsaFp8FwdPlan final : public detail::PlanImpl {
  public:
-  KernelPlan(OpContext& ctx, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch, bool hopper)
+  BsaFp8FwdPlan(OpContext& ctx, const Fp8Config& cfg, const Fp8Call& call, const std::string& arch, bool hopper)
       : cfg_(cfg),
         hopper_(hopper),
         has_nums_(call.in.nums != nullptr),
@@ -348,7 +348,7 @@ class BsaFp8FwdOp final : public detail::OpInstance {
       });
     const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
     const std::string arch = ctx_.arch_for_device(call.in.device.index);
-    return std::make_shared<KernelPlan>(ctx_, cfg_, call, arch, use_hopper(backend_, arch));
+    return std::make_shared<BsaFp8FwdPlan>(ctx_, cfg_, call, arch, use_hopper(backend_, arch));
   }
 
  private:

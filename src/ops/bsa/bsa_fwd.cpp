@@ -119,9 +119,9 @@ std::vector<jit::KernelSpec> specs_for(const BsaFwdConfig& cfg, const BsaCall& i
   return specs;
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class BsaFwdPortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
+  BsaFwdPortablePlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
       : cfg_(cfg), sm_count_(ctx.sm_count(call.in.device.index)), ws_(kOp, call.in.device.index) {
     const BsaCall& in = call.in;
     sig_ = {in.dtype, in.D, in.D_v, in.nums != nullptr, in.block_sizes_rank, in.device.index};
@@ -200,9 +200,9 @@ class KernelPlan final : public detail::PlanImpl {
 };
 
 // The hopper backend's plan: one kernel, no split, K/V tensor maps encoded per call.
-class HopperPlan final : public detail::PlanImpl {
+class BsaFwdHopperPlan final : public detail::PlanImpl {
  public:
-  HopperPlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
+  BsaFwdHopperPlan(OpContext& ctx, const BsaFwdConfig& cfg, const FwdCall& call, const std::string& arch)
       : cfg_(cfg), choice_(choose_bsa_hopper(call.in, arch)),
         kernel_(load_bsa_fwd_hopper_kernel(ctx, choice_, call.in.device.index)), device_(call.in.device.index) {}
 
@@ -265,9 +265,9 @@ class BsaFwdOp final : public detail::OpInstance {
       });
     const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = ctx_.arch_for_device(call.in.device.index);
-    if (use_hopper(call.in, arch)) return std::make_shared<HopperPlan>(ctx_, cfg_, call, arch);
+    if (use_hopper(call.in, arch)) return std::make_shared<BsaFwdHopperPlan>(ctx_, cfg_, call, arch);
     check_bsa_backend(kOp, backend_, arch);
-    return std::make_shared<KernelPlan>(ctx_, cfg_, call, arch);
+    return std::make_shared<BsaFwdPortablePlan>(ctx_, cfg_, call, arch);
   }
 
  private:

@@ -268,12 +268,12 @@ WorkspaceLayout workspace_layout(const GqaBwdCall& c, bool det) {
   return w;
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class GqaBwdPlan final : public detail::PlanImpl {
  public:
   struct Loaded {
     std::shared_ptr<const jit::LoadedKernel> prep, main, dq;
   };
-  KernelPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
+  GqaBwdPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
       : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper),
         workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
 
@@ -423,14 +423,14 @@ class GqaBwdOp final : public detail::OpInstance {
     if (!hopper) require_portable_arch(kOp, arch);
     const BwdKernels specs = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
     const int dev = c.device.index;
-    KernelPlan::Loaded k;
+    GqaBwdPlan::Loaded k;
     k.prep = ctx_.kernels().loaded(specs.prep, dev);
     k.main = ctx_.kernels().loaded(specs.main, dev);
     k.dq = ctx_.kernels().loaded(specs.dq, dev);
     const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
                             : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
     require_dynamic_smem(kOp, *k.main, specs.main, smem);
-    return std::make_shared<KernelPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
   }
 
  private:

@@ -347,9 +347,9 @@ kernels::GqaFwdParams gqa_params(const GqaConfig& cfg_, const GqaCall& call) {
   return p;
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class GqaFwdPortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(const GqaConfig& cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+  GqaFwdPortablePlan(const GqaConfig& cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
@@ -379,9 +379,9 @@ class KernelPlan final : public detail::PlanImpl {
 };
 
 // The hopper backend's plan: the same parameters plus TMA maps of k and v, encoded per call.
-class HopperKernelPlan final : public detail::PlanImpl {
+class GqaFwdHopperPlan final : public detail::PlanImpl {
  public:
-  HopperKernelPlan(const GqaConfig& cfg, HopperAttentionChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+  GqaFwdHopperPlan(const GqaConfig& cfg, HopperAttentionChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
@@ -448,12 +448,12 @@ class GqaFwdOp final : public detail::OpInstance {
     if (use_hopper(call, arch)) {
       HopperAttentionChoice choice = choose_hopper(call, arch);
       auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-      return std::make_shared<HopperKernelPlan>(cfg_, std::move(choice), std::move(kernel));
+      return std::make_shared<GqaFwdHopperPlan>(cfg_, std::move(choice), std::move(kernel));
     }
     check_attention_backend(cfg_.op_name(), backend_, arch);
     AttentionKernelChoice choice = choose(call, arch);
     auto kernel = load_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-    return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
+    return std::make_shared<GqaFwdPortablePlan>(cfg_, std::move(choice), std::move(kernel));
   }
 
  private:

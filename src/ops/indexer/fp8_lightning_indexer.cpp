@@ -229,9 +229,9 @@ std::size_t workspace_for(const Fp8IndexerCall& c) {
 
 constexpr int kChunkTiles = 8;  // key tiles (of 128) per CTA: 1024 keys
 
-class KernelPlan final : public detail::PlanImpl {
+class Fp8LightningIndexerPortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(std::shared_ptr<const jit::LoadedKernel> quant, std::shared_ptr<const jit::LoadedKernel> main,
+  Fp8LightningIndexerPortablePlan(std::shared_ptr<const jit::LoadedKernel> quant, std::shared_ptr<const jit::LoadedKernel> main,
              const Fp8IndexerChoice& choice, const Fp8IndexerCall& call, int sm_count, bool validate_inputs)
       : quant_(std::move(quant)),
         main_(std::move(main)),
@@ -397,7 +397,7 @@ class Fp8LightningIndexerOp final : public detail::OpInstance {
     auto main = ctx_.kernels().loaded(main_kernel_spec(choice), call.device.index);
     const int smem = kernels::fp8_indexer_tiles(choice.D, choice.HG).smem_bytes;
     require_dynamic_smem(kOp, *main, main->compiled->spec, smem);
-    return std::make_shared<KernelPlan>(std::move(quant), std::move(main), choice, call, ctx_.sm_count(call.device.index),
+    return std::make_shared<Fp8LightningIndexerPortablePlan>(std::move(quant), std::move(main), choice, call, ctx_.sm_count(call.device.index),
                                         validate_inputs_);
   }
 

@@ -405,9 +405,9 @@ void check_signature(const IndexerCall& call, const KernelChoice& choice, const 
                                       device_name(call.device)));
 }
 
-class KernelPlan final : public detail::PlanImpl {
+class LightningIndexerPortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+  LightningIndexerPortablePlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
@@ -443,9 +443,9 @@ class KernelPlan final : public detail::PlanImpl {
 };
 
 // The hopper backend's fused kernel: the portable kernel's parameters plus the TMA map of k, encoded per call.
-class HopperKernelPlan final : public detail::PlanImpl {
+class LightningIndexerHopperPlan final : public detail::PlanImpl {
  public:
-  HopperKernelPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
+  LightningIndexerHopperPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
@@ -514,9 +514,9 @@ SlabLayout slab_layout(const IndexerConfig& cfg, const IndexerCall& call) {
 
 // The two-kernel path for a topk the fused kernel cannot hold: per chunk of rows, the score kernel fills
 // the plan's workspace slab and the selection kernel reads it (templates/indexer/lightning_indexer_big.cuh).
-class SlabPlan final : public detail::PlanImpl {
+class LightningIndexerSlabPlan final : public detail::PlanImpl {
  public:
-  SlabPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> scores,
+  LightningIndexerSlabPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> scores,
            std::shared_ptr<const jit::LoadedKernel> select, int device)
       : cfg_(cfg), choice_(std::move(choice)), scores_(std::move(scores)), select_(std::move(select)),
         ws_(kOp, device) {}
@@ -603,9 +603,9 @@ class SlabPlan final : public detail::PlanImpl {
 };
 
 // topk = 0: an empty last axis; the call is validated and nothing is launched.
-class EmptyPlan final : public detail::PlanImpl {
+class LightningIndexerEmptyPlan final : public detail::PlanImpl {
  public:
-  EmptyPlan(const IndexerConfig& cfg, Placement placement) : cfg_(cfg), placement_(placement) {}
+  LightningIndexerEmptyPlan(const IndexerConfig& cfg, Placement placement) : cfg_(cfg), placement_(placement) {}
   void execute(const TensorArgs& tensors, void* stream) const override {
     const IndexerCall call = validate(cfg_, tensors, placement_);
     if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
@@ -657,14 +657,14 @@ class LightningIndexerOp final : public detail::OpInstance {
     const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
     const std::string arch = ctx_.arch_for_device(call.device.index);
     if (use_hopper(call, arch)) {
-      if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
+      if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
       KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
       auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
       require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
-      return std::make_shared<HopperKernelPlan>(cfg_, std::move(choice), std::move(kernel));
+      return std::make_shared<LightningIndexerHopperPlan>(cfg_, std::move(choice), std::move(kernel));
     }
     check_backend(arch);
-    if (cfg_.topk == 0) return std::make_shared<EmptyPlan>(cfg_, Placement::kDevice);
+    if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
     KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
                                  ctx_.tuning().li_force_slab);
     if (choice.slab) {
@@ -674,7 +674,7 @@ class LightningIndexerOp final : public detail::OpInstance {
       // one token beyond it; either way no more than this.
       const int smem = std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
       require_dynamic_smem(kOp, *scores, scores->compiled->spec, smem);
-      return std::make_shared<SlabPlan>(cfg_, std::move(choice), std::move(scores), std::move(select),
+      return std::make_shared<LightningIndexerSlabPlan>(cfg_, std::move(choice), std::move(scores), std::move(select),
                                         call.device.index);
     }
     auto kernel = ctx_.kernels().loaded(kernel_spec(choice), call.device.index);
@@ -683,7 +683,7 @@ class LightningIndexerOp final : public detail::OpInstance {
                                     kernel->compiled->spec.describe(), choice.geo.smem_bytes,
                                     kernel->max_dynamic_smem_bytes));
     set_max_dynamic_smem(*kernel, choice.geo.smem_bytes);
-    return std::make_shared<KernelPlan>(cfg_, std::move(choice), std::move(kernel));
+    return std::make_shared<LightningIndexerPortablePlan>(cfg_, std::move(choice), std::move(kernel));
   }
 
  private:

@@ -124,9 +124,9 @@ TopkGeometry geometry(int64_t S_kv) {
 }
 constexpr int kMaxSmem = kernels::topk_select_smem_bytes(16384, 8192);
 
-class KernelPlan final : public detail::PlanImpl {
+class TopkSelectPortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(std::shared_ptr<const jit::LoadedKernel> kernel, int64_t topk, bool window, Device device)
+  TopkSelectPortablePlan(std::shared_ptr<const jit::LoadedKernel> kernel, int64_t topk, bool window, Device device)
       : kernel_(std::move(kernel)), topk_(topk), window_(window), device_(device) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
@@ -220,7 +220,7 @@ class TopkSelectOp final : public detail::OpInstance {
       throw Unsupported(fmt::format("{}: kernel {} needs up to {} bytes of shared memory, the device allows {}", kOp,
                                     kernel->compiled->spec.describe(), kMaxSmem, kernel->max_dynamic_smem_bytes));
     set_max_dynamic_smem(*kernel, kMaxSmem);
-    return std::make_shared<KernelPlan>(std::move(kernel), topk_, call.starts != nullptr, call.device);
+    return std::make_shared<TopkSelectPortablePlan>(std::move(kernel), topk_, call.starts != nullptr, call.device);
   }
 
  private:

@@ -158,9 +158,9 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 constexpr int kBlocksPerSm = 8;  // 2048 resident threads per SM / 256
 
-class KernelPlan final : public detail::PlanImpl {
+class PagedKvWritePortablePlan final : public detail::PlanImpl {
  public:
-  KernelPlan(std::shared_ptr<const jit::LoadedKernel> kernel, const PagedKvWriteCall& call, int sm_count,
+  PagedKvWritePortablePlan(std::shared_ptr<const jit::LoadedKernel> kernel, const PagedKvWriteCall& call, int sm_count,
              bool validate_inputs)
       : kernel_(std::move(kernel)),
         dtype_(call.dtype),
@@ -290,7 +290,7 @@ class PagedKvWriteOp final : public detail::OpInstance {
     const std::string arch = ctx_.arch_for_device(call.device.index);
     check_backend(backend_, arch);
     auto kernel = ctx_.kernels().loaded(kernel_spec(call.dtype, call.cache_dtype, call.D, arch), call.device.index);
-    return std::make_shared<KernelPlan>(std::move(kernel), call, ctx_.sm_count(call.device.index), validate_inputs_);
+    return std::make_shared<PagedKvWritePortablePlan>(std::move(kernel), call, ctx_.sm_count(call.device.index), validate_inputs_);
   }
 
  private:

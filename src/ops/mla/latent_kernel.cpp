@@ -179,9 +179,9 @@ SplitLayout split_layout(const LatentShape& s, int splits) {
   return l;
 }
 
-class LatentPlan final : public detail::PlanImpl {
+class LatentDecodePlan final : public detail::PlanImpl {
  public:
-  LatentPlan(OpContext& ctx, const char* op, const LatentShape& shape, int kv_splits, detail::Backend backend,
+  LatentDecodePlan(OpContext& ctx, const char* op, const LatentShape& shape, int kv_splits, detail::Backend backend,
              LatentFill fill)
       : op_(op), shape_(shape), kv_splits_(kv_splits), sm_count_(ctx.sm_count(shape.device)), fill_(std::move(fill)),
         ws_(op, shape.device) {
@@ -295,7 +295,7 @@ class LatentPlan final : public detail::PlanImpl {
 
 std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
                                                          int kv_splits, detail::Backend backend, LatentFill fill) {
-  return std::make_shared<LatentPlan>(ctx, op, shape, kv_splits, backend, std::move(fill));
+  return std::make_shared<LatentDecodePlan>(ctx, op, shape, kv_splits, backend, std::move(fill));
 }
 
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,

@@ -107,9 +107,9 @@ struct Signature {
 };
 Signature signature_of(const CompressedCall& c) { return {c.dtype, c.DK, c.device.index}; }
 
-class CompressedPlanBase : public detail::PlanImpl {
+class NsaCompressedPlanBase : public detail::PlanImpl {
  public:
-  CompressedPlanBase(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
+  NsaCompressedPlanBase(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
                      std::shared_ptr<const jit::LoadedKernel> kernel)
       : op_(op), cfg_(cfg), sig_(signature_of(call)), kernel_(std::move(kernel)) {}
 
@@ -138,11 +138,11 @@ class CompressedPlanBase : public detail::PlanImpl {
   std::shared_ptr<const jit::LoadedKernel> kernel_;
 };
 
-class CompressedPortablePlan final : public CompressedPlanBase {
+class NsaCompressedPortablePlan final : public NsaCompressedPlanBase {
  public:
-  CompressedPortablePlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, AttentionKernelChoice k,
+  NsaCompressedPortablePlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, AttentionKernelChoice k,
                          std::shared_ptr<const jit::LoadedKernel> kernel)
-      : CompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
+      : NsaCompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const CompressedCall c = prepare(tensors, stream);
@@ -154,11 +154,11 @@ class CompressedPortablePlan final : public CompressedPlanBase {
   AttentionKernelChoice choice_;
 };
 
-class CompressedHopperPlan final : public CompressedPlanBase {
+class NsaCompressedHopperPlan final : public NsaCompressedPlanBase {
  public:
-  CompressedHopperPlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, HopperAttentionChoice k,
+  NsaCompressedHopperPlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, HopperAttentionChoice k,
                        std::shared_ptr<const jit::LoadedKernel> kernel)
-      : CompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
+      : NsaCompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
     const CompressedCall c = prepare(tensors, stream);
@@ -211,11 +211,11 @@ std::shared_ptr<const detail::PlanImpl> make_compressed_plan(OpContext& ctx, con
   if (use_hopper(op, backend, call, arch)) {
     HopperAttentionChoice k = hopper_choice(cfg, call.dtype, call.DK, arch);
     auto kernel = load_hopper_attention_kernel(ctx, op, k, call.device.index);
-    return std::make_shared<CompressedHopperPlan>(op, cfg, call, std::move(k), std::move(kernel));
+    return std::make_shared<NsaCompressedHopperPlan>(op, cfg, call, std::move(k), std::move(kernel));
   }
   AttentionKernelChoice k = portable_choice(op, cfg, call.dtype, call.DK, arch);
   auto kernel = load_attention_kernel(ctx, op, k, call.device.index);
-  return std::make_shared<CompressedPortablePlan>(op, cfg, call, std::move(k), std::move(kernel));
+  return std::make_shared<NsaCompressedPortablePlan>(op, cfg, call, std::move(k), std::move(kernel));
 }
 
 }  // namespace attnjit::ops::nsa

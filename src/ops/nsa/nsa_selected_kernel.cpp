@@ -191,9 +191,9 @@ std::vector<jit::KernelSpec> selected_warmup_specs(const char* op, DType dtype, 
 
 namespace {
 
-class SelectedPlan final : public detail::PlanImpl {
+class NsaSelectedPlan final : public detail::PlanImpl {
  public:
-  SelectedPlan(OpContext& ctx, const char* op, const SelectedConfig& cfg, const SelectedCall& call,
+  NsaSelectedPlan(OpContext& ctx, const char* op, const SelectedConfig& cfg, const SelectedCall& call,
                detail::Backend backend)
       : op_(op), cfg_(cfg) {
     choice_ = choose_selected_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index),
@@ -248,7 +248,7 @@ class SelectedPlan final : public detail::PlanImpl {
 
 std::shared_ptr<const detail::PlanImpl> make_selected_plan(OpContext& ctx, const char* op, const SelectedConfig& cfg,
                                                            const SelectedCall& call, detail::Backend backend) {
-  return std::make_shared<SelectedPlan>(ctx, op, cfg, call, backend);
+  return std::make_shared<NsaSelectedPlan>(ctx, op, cfg, call, backend);
 }
 
 }  // namespace attnjit::ops::nsa

@@ -140,9 +140,9 @@ std::vector<jit::KernelSpec> topk_warmup_specs(const char* op, DType dtype, int 
 
 namespace {
 
-class TopkPlan final : public detail::PlanImpl {
+class NsaTopkPlan final : public detail::PlanImpl {
  public:
-  TopkPlan(OpContext& ctx, const char* op, const TopkConfig& cfg, const TopkCall& call, detail::Backend backend)
+  NsaTopkPlan(OpContext& ctx, const char* op, const TopkConfig& cfg, const TopkCall& call, detail::Backend backend)
       : op_(op), cfg_(cfg) {
     choice_ = choose_topk_kernel(op, call.dtype, call.D, call.group(), backend, ctx.arch_for_device(call.device.index),
                                  ctx.tuning().nsa_topk_tile);
@@ -192,7 +192,7 @@ class TopkPlan final : public detail::PlanImpl {
 
 std::shared_ptr<const detail::PlanImpl> make_topk_plan(OpContext& ctx, const char* op, const TopkConfig& cfg,
                                                        const TopkCall& call, detail::Backend backend) {
-  return std::make_shared<TopkPlan>(ctx, op, cfg, call, backend);
+  return std::make_shared<NsaTopkPlan>(ctx, op, cfg, call, backend);
 }
 
 }  // namespace attnjit::ops::nsa

@@ -347,14 +347,14 @@ DecodePath load_decode_path(OpContext& ctx, const char* op, const AttentionKerne
 // query rows (decode) take the split-KV path: the decode tile over n_splits runs of each request's
 // keys, fp32 partials in the plan's workspace, then the combine. n_splits and the workspace size come
 // from shapes only (batch, heads, query tokens, page-table capacity W * PS), never from lengths.
-class PagedKernelPlan final : public detail::PlanImpl {
+class PagedAttentionPlan final : public detail::PlanImpl {
  public:
   // Validates a call with the op's configuration (held by value: a plan may outlive its op).
   using Validate = PagedValidate;
   // hopper_kernel (optional): the hopper backend's kernel for the prefill path (gqa_paged_fwd, 16-bit
   // pools). decode.hopper_kernel (optional): the hopper decode kernel, taken by the decode-like calls it
   // serves (hopper_decode_call_gap); a plan of an explicit 'hopper' (hopper_only) refuses the others.
-  PagedKernelPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
+  PagedAttentionPlan(const char* op, GqaConfig gqa, bool validate_inputs, Validate validate, AttentionKernelChoice choice,
                   std::shared_ptr<const jit::LoadedKernel> kernel, DecodePath decode,
                   std::optional<HopperAttentionChoice> hopper = std::nullopt,
                   std::shared_ptr<const jit::LoadedKernel> hopper_kernel = nullptr, bool hopper_only = false)
@@ -557,7 +557,7 @@ std::shared_ptr<const detail::PlanImpl> paged_kernel_plan(OpContext& ctx, const 
   if (!decode.hopper_kernel) decode.hopper_gap = hopper_decode_static_gap(gqa, call, arch);
   std::shared_ptr<const jit::LoadedKernel> hopper_kernel;
   if (c.hopper) hopper_kernel = load_hopper_attention_kernel(ctx, op, *c.hopper, call.device.index);
-  return std::make_shared<PagedKernelPlan>(op, gqa, validate_inputs, std::move(validate), std::move(c.main),
+  return std::make_shared<PagedAttentionPlan>(op, gqa, validate_inputs, std::move(validate), std::move(c.main),
                                            std::move(kernel), std::move(decode), std::move(c.hopper),
                                            std::move(hopper_kernel), backend == detail::Backend::kHopper);
 }

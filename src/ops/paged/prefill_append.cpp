@@ -438,9 +438,9 @@ AttentionKernelChoice attention_choice(const AppendConfig& cfg, DType q_dtype, D
                                  tile);
 }
 
-class AppendKernelPlan final : public detail::PlanImpl {
+class PrefillAppendPlan final : public detail::PlanImpl {
  public:
-  AppendKernelPlan(AppendConfig cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> attention,
+  PrefillAppendPlan(AppendConfig cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> attention,
                    std::shared_ptr<const jit::LoadedKernel> append)
       : cfg_(std::move(cfg)), choice_(std::move(choice)), attention_(std::move(attention)), append_(std::move(append)),
         workspace_(kOp, attention_->device) {}
@@ -613,7 +613,7 @@ class PrefillAppendOp final : public detail::OpInstance {
     auto attention = load_attention_kernel(ctx_, kOp, choice, call.device.index);
     auto append = ctx_.kernels().loaded(append_kernel_spec(call.q_dtype, call.cache_dtype, call.D, cfg_.fuse_rope, arch),
                                        call.device.index);
-    return std::make_shared<AppendKernelPlan>(cfg_, std::move(choice), std::move(attention), std::move(append));
+    return std::make_shared<PrefillAppendPlan>(cfg_, std::move(choice), std::move(attention), std::move(append));
   }
 
  private:
