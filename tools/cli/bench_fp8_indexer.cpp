@@ -22,7 +22,7 @@
 #include "attnjit/runtime.hpp"
 #include "bench_util.hpp"
 #include "device_buffer.hpp"
-#include "jit/cuda_driver.hpp"
+#include "runtime/tools_facade.hpp"
 #include "base/host_numeric.hpp"
 
 namespace attnjit::cli {

@@ -29,7 +29,7 @@
 #include "attnjit/runtime.hpp"
 #include "bench_util.hpp"
 #include "device_buffer.hpp"
-#include "jit/cuda_driver.hpp"
+#include "runtime/tools_facade.hpp"
 
 namespace attnjit::cli {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "device_buffer.hpp"
-#include "jit/cuda_driver.hpp"
+#include "runtime/tools_facade.hpp"
 
 namespace attnjit::cli {
 

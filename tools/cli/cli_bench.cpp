@@ -17,10 +17,8 @@
 #include "bench_util.hpp"
 #include "cli_commands.hpp"
 #include "device_buffer.hpp"
-#include "jit/cuda_driver.hpp"
-#include "jit/nvrtc_compiler.hpp"
+#include "runtime/tools_facade.hpp"
 #include "kv_cache/paged_kv_write_params.cuh"
-#include "runtime/runtime_impl.hpp"
 
 namespace attnjit::cli {
 
@@ -102,12 +100,12 @@ void cold_compile(std::vector<Row>& rows) {
   // A fresh NVRTC program per kernel, no cache: NVRTC's full cost, the first 4 kernels of each op's
   // warm-up matrix.
   jit::NvrtcCompiler compiler;
-  for (const auto& def : detail::op_definitions()) {
+  for (const auto& m : tools::warmup_matrices("sm_90a")) {
     std::vector<double> secs;
-    auto specs = def.default_matrix("sm_90a");
+    const auto& specs = m.kernels;
     if (specs.empty()) continue;  // an op without GPU kernels (gqa_bwd today)
     for (size_t i = 0; i < specs.size() && i < 4; ++i) secs.push_back(compiler.compile(specs[i]).seconds);
-    rows.push_back({fmt::format("cold compile, {}", def.name), fmt::format("{:.3f} s", median(secs)),
+    rows.push_back({fmt::format("cold compile, {}", m.op), fmt::format("{:.3f} s", median(secs)),
                     fmt::format("median of {} kernels, e.g. {}", secs.size(), specs[0].describe())});
   }
 }
@@ -137,9 +135,9 @@ int probe(const std::string& mode) {
   auto t0 = Clock::now();
   Runtime rt;
   const double runtime_us = us_since(t0);
-  const auto spec = detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch())[0];
+  const auto spec = tools::warmup_matrix("paged_kv_write", tools::default_arch(rt))[0];
   auto t1 = Clock::now();
-  auto c = rt.impl().kernels().compiled(spec);
+  auto c = tools::compile(rt, spec);
   const double disk_us = us_since(t1);
   double ready_us = 0;
   if (mode == "gpu") {
@@ -180,8 +178,8 @@ void execute_overhead(std::vector<Row>& rows, Runtime& rt) {
   KvWriteProblem prob(1, 1, DType::kBF16);
   Plan plan = rt.op("paged_kv_write").plan(prob.args);
   // The bare launch: the same kernel of the plan, params prepared once.
-  auto spec = rt.impl().op("paged_kv_write", nlohmann::json::object())->kernels_for(prob.args, rt.impl().arch_for_device(0))[0];
-  auto kernel = rt.impl().kernels().loaded(spec, 0);
+  auto spec = tools::kernels_for(rt, "paged_kv_write", nlohmann::json::object(), prob.args, tools::arch_for_device(rt, 0))[0];
+  auto kernel = tools::load(rt, spec, 0);
   kernels::PagedKvWriteParams p{};
   p.k = prob.k.data();
   p.v = prob.v.data();
@@ -558,8 +556,8 @@ int run_bench(const BenchArgs& a) {
     {
       // Make sure the probe's kernels are cached, then measure a fresh process loading one.
       Runtime rt;
-      for (const auto& spec : detail::find_op("paged_kv_write").default_matrix(rt.impl().default_arch()))
-        rt.impl().kernels().compiled(spec);
+      for (const auto& spec : tools::warmup_matrix("paged_kv_write", tools::default_arch(rt)))
+        tools::compile(rt, spec);
     }
     fresh_process_load(rows, gpu);
   }

@@ -7,17 +7,14 @@
 #include "attnjit/attnjit.h"
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
-#include "jit/cuda_driver.hpp"
-#include "jit/embedded_templates.hpp"
-#include "jit/nvrtc_compiler.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tools_facade.hpp"
 
 namespace attnjit::cli {
 
 namespace {
 
 jit::DiskCache& disk_of(Runtime& rt) {
-  auto* disk = rt.impl().kernels().disk();
+  auto* disk = tools::disk_cache(rt);
   if (!disk) throw CacheError("the disk cache is disabled (ATTNJIT_CACHE_DISABLE)");
   return *disk;
 }
@@ -144,8 +141,8 @@ int info_json() {
       j["devices"].push_back({{"index", i}, {"name", name}, {"arch", drv.device_arch(i)}, {"sms", sms}, {"bytes", mem}});
     }
   }
-  j["default_arch"] = rt.impl().default_arch();
-  if (auto* disk = rt.impl().kernels().disk()) {
+  j["default_arch"] = tools::default_arch(rt);
+  if (auto* disk = tools::disk_cache(rt)) {
     auto entries = disk->list(false);
     std::uint64_t total = 0;
     for (const auto& e : entries) total += e.bytes;
@@ -184,8 +181,8 @@ int info() {
       fmt::print("  device {}: {}, {}, {} SMs, {}\n", i, name, drv.device_arch(i), sms, human_bytes(mem));
     }
   }
-  fmt::print("default target arch: {}\n", rt.impl().default_arch());
-  if (auto* disk = rt.impl().kernels().disk()) {
+  fmt::print("default target arch: {}\n", tools::default_arch(rt));
+  if (auto* disk = tools::disk_cache(rt)) {
     auto entries = disk->list(false);
     std::uint64_t total = 0;
     for (const auto& e : entries) total += e.bytes;

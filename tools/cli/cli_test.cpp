@@ -16,9 +16,7 @@
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
 #include "device_buffer.hpp"
-#include "jit/cuda_driver.hpp"
-#include "ops/dense/gqa_bwd_call.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tools_facade.hpp"
 #include "test_case.hpp"
 #include "topk_check.hpp"
 
@@ -72,7 +70,7 @@ void precompile(Runtime& rt, const std::vector<TestCase>& cases, const std::stri
   for (const auto& c : cases) {
     if (c.expect_error) continue;
     try {
-      for (auto& s : rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(descriptor_args(c), arch))
+      for (auto& s : tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), descriptor_args(c), arch))
         if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
     } catch (const std::exception&) {
     }
@@ -81,7 +79,7 @@ void precompile(Runtime& rt, const std::vector<TestCase>& cases, const std::stri
   auto worker = [&] {
     for (size_t i = next++; i < specs.size(); i = next++) {
       try {
-        rt.impl().kernels().compiled(specs[i]);
+        tools::compile(rt, specs[i]);
       } catch (const std::exception&) {
       }
     }
@@ -264,7 +262,7 @@ Outcome run_error_case(Runtime& rt, const TestCase& c, bool gpu) {
     // Without a GPU the kernel path's descriptor checks still run (content checks need device data).
     auto dargs = descriptor_args(c);
     if (auto m = expect_rejection(c, [&] {
-          rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, rt.impl().default_arch());
+          tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), dargs, tools::default_arch(rt));
         });
         !m.empty())
       return {Verdict::kFail, "kernel descriptors: " + m};
@@ -283,13 +281,13 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
   apply_setup(rt, c, inputs);
   // 1. Compile the kernels the call selects (this also runs the kernel path's descriptor checks).
   auto dargs = descriptor_args(c);
-  const std::string arch = gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch();
+  const std::string arch = gpu ? tools::arch_for_device(rt, 0) : tools::default_arch(rt);
   std::vector<jit::KernelSpec> specs;
   std::vector<std::string> checks;
   if (!c.kernel_unsupported.empty()) {
     // A configuration only the reference serves: the kernel impl must say so, naming the rule.
     try {
-      rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+      tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), dargs, arch);
       return {Verdict::kFail, fmt::format("expected the kernel impl to refuse the call (Unsupported containing \"{}\"), "
                                           "but it selected kernels", c.kernel_unsupported)};
     } catch (const Unsupported& e) {
@@ -299,9 +297,9 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
     }
     checks.push_back("kernel impl refuses it (Unsupported)");
   } else {
-    specs = rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(dargs, arch);
+    specs = tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), dargs, arch);
   }
-  for (const auto& s : specs) rt.impl().kernels().compiled(s);
+  for (const auto& s : specs) tools::compile(rt, s);
   // 2. The CPU reference.
   auto ref = inputs;
   auto rargs = host_args(c, ref);
@@ -312,7 +310,7 @@ Outcome run_compare_case(Runtime& rt, const TestCase& c, bool gpu) {
     if (c.op != "gqa_bwd")
       throw std::runtime_error(fmt::format("{}: compare mode grad: the op has no absolute-value reference", c.op));
     ref_abs = inputs;
-    attnjit::ops::gqa_bwd_reference_abs(c.config, host_args(c, *ref_abs));
+    tools::gqa_bwd_reference_abs(c.config, host_args(c, *ref_abs));
   }
   const std::vector<HostTensor>* want_abs = ref_abs ? &*ref_abs : nullptr;
   if (!c.golden.is_null()) {
@@ -390,7 +388,7 @@ int run_tests(const TestArgs& a) {
   const bool gpu = !a.no_gpu && drv.available() && drv.device_count() > 0;
   if (gpu) drv.bind_device(0);
   fmt::print("attnjit test: {} ({})\n", gpu ? "GPU run: kernels against the CPU reference" : "no GPU: compile + golden",
-             gpu ? rt.impl().arch_for_device(0) : (drv.available() ? "no device" : drv.unavailable_reason()));
+             gpu ? tools::arch_for_device(rt, 0) : (drv.available() ? "no device" : drv.unavailable_reason()));
   int passed = 0, failed = 0, skipped = 0;
   double worst = 0;
   std::string worst_case;
@@ -414,7 +412,7 @@ int run_tests(const TestArgs& a) {
     return 1;
   }
   const int jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  precompile(rt, cases, gpu ? rt.impl().arch_for_device(0) : rt.impl().default_arch(), jobs);
+  precompile(rt, cases, gpu ? tools::arch_for_device(rt, 0) : tools::default_arch(rt), jobs);
   struct Record {
     std::string name, verdict, detail;
     double seconds;

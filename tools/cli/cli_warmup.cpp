@@ -12,7 +12,7 @@
 
 #include "attnjit/runtime.hpp"
 #include "cli_commands.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/tools_facade.hpp"
 #include "test_case.hpp"
 
 namespace attnjit::cli {
@@ -47,7 +47,7 @@ std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, 
       if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), c.op) == a.ops.end()) continue;
       ++calls;
       try {
-        for (auto& s : rt.impl().op(c.op, with_impl(c.config, "kernel"))->kernels_for(descriptor_args(c), arch))
+        for (auto& s : tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), descriptor_args(c), arch))
           if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
       } catch (const std::exception& e) {
         fmt::print("FAILED {}: {}\n", c.name, e.what());
@@ -61,23 +61,22 @@ std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, 
 
 int run_warmup(const WarmupArgs& a) {
   Runtime rt;
-  auto& impl = rt.impl();
-  const std::string arch = a.arch.empty() ? impl.default_arch() : a.arch;
-  for (const auto& name : a.ops) detail::find_op(name);  // unknown names are an error
+  const std::string arch = a.arch.empty() ? tools::default_arch(rt) : a.arch;
+  for (const auto& name : a.ops) tools::warmup_matrix(name, arch);  // unknown names are an error
   int failed_calls = 0;
   std::vector<jit::KernelSpec> specs;
   if (!a.from.empty()) {
     specs = kernels_of_cases(rt, a, arch, failed_calls);
   } else {
-    for (const auto& def : detail::op_definitions()) {
-      if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), def.name) == a.ops.end()) continue;
-      for (auto& s : def.default_matrix(arch)) specs.push_back(std::move(s));
+    for (auto& m : tools::warmup_matrices(arch)) {
+      if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), m.op) == a.ops.end()) continue;
+      for (auto& s : m.kernels) specs.push_back(std::move(s));
     }
   }
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
   fmt::print("warm-up: {} kernels for {} with {} jobs into {}\n", specs.size(), arch, jobs,
              rt.options().cache_disabled ? std::string("(memory only)") : rt.options().resolved_cache_dir());
-  jit::DiskCache* disk = impl.kernels().disk();
+  jit::DiskCache* disk = tools::disk_cache(rt);
   if (disk) disk->sweep_stale();
   std::atomic<size_t> next{0};
   std::atomic<int> compiled{0}, hits{0}, failed{failed_calls}, not_persisted{0};
@@ -89,7 +88,7 @@ int run_warmup(const WarmupArgs& a) {
       const auto k0 = std::chrono::steady_clock::now();
       std::string status, detail;
       try {
-        auto k = impl.kernels().compiled(specs[i]);
+        auto k = tools::compile(rt, specs[i]);
         status = k->from_disk ? "hit" : "compiled";
         (k->from_disk ? hits : compiled)++;
         if (!k->from_disk && disk) {

@@ -1,6 +1,6 @@
 #include "device_buffer.hpp"
 
-#include "jit/cuda_driver.hpp"
+#include "runtime/tools_facade.hpp"
 
 namespace attnjit::cli {
 
