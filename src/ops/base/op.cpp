@@ -75,25 +75,7 @@ std::string ConfigReader::get_string(const std::string& key, const std::string& 
 Plan OpInstance::plan(const TensorArgs& tensors) {
   check_tensor_args(tensors, name_);
   try {
-    std::string sig = signature(tensors);
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      auto it = plans_.find(sig);
-      if (it != plans_.end()) {
-        it->second->prepare(tensors);
-        return Plan(it->second);
-      }
-    }
-    // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
-    // concurrent builds of one kernel share a single compile.
-    auto p = build_plan(tensors);
-    std::shared_ptr<const PlanImpl> kept;
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      kept = plans_.emplace(std::move(sig), std::move(p)).first->second;
-    }
-    kept->prepare(tensors);
-    return Plan(kept);
+    return plan_for(tensors);
   } catch (const std::bad_alloc&) {
     throw_allocation_failure(tensors, name_);
   } catch (const Error&) {

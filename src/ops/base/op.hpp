@@ -64,16 +64,41 @@ class OpInstance {
   Impl impl() const { return impl_; }
   Backend backend() const { return backend_; }
 
-  // Validates the call, then returns the cached plan of its static signature (building it once).
+  // Checks the tensor list, then plan_for(): the cached plan of the call's static signature (built
+  // once). Errors carry the op's name.
   Plan plan(const TensorArgs& tensors);
   // Compile-only: the kernels a kernel plan for this call would launch on `arch`. Validates the
   // call as a device call (addresses are only checked for alignment, never dereferenced).
   virtual std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const = 0;
 
  protected:
-  // Validates the call (as host or device tensors, by impl) and returns its static signature.
-  virtual std::string signature(const TensorArgs& tensors) const = 0;
-  virtual std::shared_ptr<const PlanImpl> build_plan(const TensorArgs& tensors) = 0;
+  // Validates the call once (as host or device tensors, by impl) and returns
+  // cached(signature, tensors, build), where `build` makes the plan from the validated call.
+  virtual Plan plan_for(const TensorArgs& tensors) = 0;
+
+  // The plan cached under `sig`; on a miss, `build()` (a callable returning
+  // std::shared_ptr<const PlanImpl>) makes it. Either way the plan prepare()s for `tensors`.
+  template <class Build>
+  Plan cached(std::string sig, const TensorArgs& tensors, Build&& build) {
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      auto it = plans_.find(sig);
+      if (it != plans_.end()) {
+        it->second->prepare(tensors);
+        return Plan(it->second);
+      }
+    }
+    // NOTE: built outside the lock (compilation can take a second); the kernel cache already makes
+    // concurrent builds of one kernel share a single compile.
+    std::shared_ptr<const PlanImpl> p = build();
+    std::shared_ptr<const PlanImpl> kept;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      kept = plans_.emplace(std::move(sig), std::move(p)).first->second;
+    }
+    kept->prepare(tensors);
+    return Plan(kept);
+  }
 
   ops::OpContext& ctx_;
   std::string name_;

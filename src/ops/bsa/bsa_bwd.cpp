@@ -386,41 +386,42 @@ class BsaBwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const BwdCall call = validate(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto &&
-                        use_hopper(backend_, call, ctx_.arch_for_device(call.base.device.index));
-    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.base.dtype), call.base.D, call.base.device.index, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const BwdCall call = validate(cfg, t, Placement::kHost);
-        const bsa::BsaMetadataHost md = bsa::BsaMetadataHost::load(kOp, call.base, stream);
-        if (cfg.validate_inputs) md.check_contents(kOp, /*allow_zero_counts=*/true);
-        reference::bsa_backward(call.base, md, *call.o, *call.dout, *call.lse, *call.dq, *call.dk, *call.dv);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const BwdCall call = validate(cfg, t, Placement::kHost);
+          const bsa::BsaMetadataHost md = bsa::BsaMetadataHost::load(kOp, call.base, stream);
+          if (cfg.validate_inputs) md.check_contents(kOp, /*allow_zero_counts=*/true);
+          reference::bsa_backward(call.base, md, *call.o, *call.dout, *call.lse, *call.dq, *call.dk, *call.dv);
+        });
       });
-    const BwdCall call = validate(cfg_, tensors, Placement::kDevice);
     const BsaCall& c = call.base;
-    const std::string arch = ctx_.arch_for_device(c.device.index);
-    const bool hopper = use_hopper(backend_, call, arch);
-    if (!hopper) check_portable(arch);
-    const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
-    const int dev = c.device.index;
-    BsaBwdPlan::Loaded k;
-    k.prep = ctx_.kernels().loaded(specs.prep, dev);
-    k.route = ctx_.kernels().loaded(specs.route, dev);
-    k.scan = ctx_.kernels().loaded(specs.scan, dev);
-    k.main = ctx_.kernels().loaded(specs.main, dev);
-    k.dq = ctx_.kernels().loaded(specs.dq, dev);
-    const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
-                            : kernels::attn_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
-                                                          kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
-    require_dynamic_smem(kOp, *k.main, specs.main, smem);
-    return std::make_shared<BsaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature; an explicit
+    // backend reads the arch and picks (which, for 'hopper', may throw) only when a plan is built.
+    const bool auto_backend = backend_ == detail::Backend::kAuto;
+    std::string arch = auto_backend ? ctx_.arch_for_device(c.device.index) : std::string();
+    const bool auto_hopper = auto_backend && use_hopper(backend_, call, arch);
+    std::string sig = fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, auto_hopper);
+    return cached(std::move(sig), tensors, [&] {
+      if (!auto_backend) arch = ctx_.arch_for_device(c.device.index);
+      const bool hopper = auto_backend ? auto_hopper : use_hopper(backend_, call, arch);
+      if (!hopper) check_portable(arch);
+      const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
+      const int dev = c.device.index;
+      BsaBwdPlan::Loaded k;
+      k.prep = ctx_.kernels().loaded(specs.prep, dev);
+      k.route = ctx_.kernels().loaded(specs.route, dev);
+      k.scan = ctx_.kernels().loaded(specs.scan, dev);
+      k.main = ctx_.kernels().loaded(specs.main, dev);
+      k.dq = ctx_.kernels().loaded(specs.dq, dev);
+      const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), static_cast<int>(c.bs)}.smem_bytes()
+                              : kernels::attn_bwd_smem_bytes(static_cast<int>(c.D), static_cast<int>(c.bs),
+                                                            kernels::bsa_bwd_block_m(static_cast<int>(c.bs)));
+      require_dynamic_smem(kOp, *k.main, specs.main, smem);
+      return std::make_shared<BsaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    });
   }
 
  private:

@@ -332,23 +332,22 @@ class BsaFp8FwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const Fp8Call call = validate_fp8(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}", call.in.nums != nullptr, call.in.block_sizes_rank, call.in.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kFp8Op, [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const Fp8Call call = validate_fp8(cfg, t, Placement::kHost);
-        const BsaMetadataHost md = BsaMetadataHost::load(kFp8Op, call.in, stream);
-        if (cfg.validate_inputs) md.check_contents(kFp8Op, cfg.allow_empty);
-        reference::bsa_fp8_forward(call.in, md, *call.o);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kFp8Op, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const Fp8Call call = validate_fp8(cfg, t, Placement::kHost);
+          const BsaMetadataHost md = BsaMetadataHost::load(kFp8Op, call.in, stream);
+          if (cfg.validate_inputs) md.check_contents(kFp8Op, cfg.allow_empty);
+          reference::bsa_fp8_forward(call.in, md, *call.o);
+        });
       });
-    const Fp8Call call = validate_fp8(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.in.device.index);
-    return std::make_shared<BsaFp8FwdPlan>(ctx_, cfg_, call, arch, use_hopper(backend_, arch));
+    std::string sig = fmt::format("{}.{}.{}", call.in.nums != nullptr, call.in.block_sizes_rank, call.in.device.index);
+    return cached(std::move(sig), tensors, [&] {
+      const std::string arch = ctx_.arch_for_device(call.in.device.index);
+      return std::make_shared<BsaFp8FwdPlan>(ctx_, cfg_, call, arch, use_hopper(backend_, arch));
+    });
   }
 
  private:

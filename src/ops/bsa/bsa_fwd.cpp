@@ -245,29 +245,32 @@ class BsaFwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const FwdCall call = validate(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    const BsaCall& in = call.in;
-    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(in, ctx_.arch_for_device(in.device.index));
-    return fmt::format("{}.{}.{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v, in.nums != nullptr,
-                       in.block_sizes_rank, in.device.index, in.bs, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const FwdCall call = validate(cfg, t, Placement::kHost);
-        const BsaMetadataHost md = BsaMetadataHost::load(kOp, call.in, stream);
-        if (cfg.validate_inputs) md.check_contents(kOp, cfg.allow_empty);
-        reference::bsa_forward(call.in, md, *call.o, call.lse);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const FwdCall call = validate(cfg, t, Placement::kHost);
+          const BsaMetadataHost md = BsaMetadataHost::load(kOp, call.in, stream);
+          if (cfg.validate_inputs) md.check_contents(kOp, cfg.allow_empty);
+          reference::bsa_forward(call.in, md, *call.o, call.lse);
+        });
       });
-    const FwdCall call = validate(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.in.device.index);
-    if (use_hopper(call.in, arch)) return std::make_shared<BsaFwdHopperPlan>(ctx_, cfg_, call, arch);
-    check_bsa_backend(kOp, backend_, arch);
-    return std::make_shared<BsaFwdPortablePlan>(ctx_, cfg_, call, arch);
+    const BsaCall& in = call.in;
+    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature; an explicit
+    // backend reads the arch and picks (which, for 'hopper', may throw) only when a plan is built.
+    const bool auto_backend = backend_ == detail::Backend::kAuto;
+    std::string arch = auto_backend ? ctx_.arch_for_device(in.device.index) : std::string();
+    const bool auto_hopper = auto_backend && use_hopper(in, arch);
+    std::string sig = fmt::format("{}.{}.{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v,
+                                  in.nums != nullptr, in.block_sizes_rank, in.device.index, in.bs, auto_hopper);
+    return cached(std::move(sig), tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
+      if (!auto_backend) arch = ctx_.arch_for_device(in.device.index);
+      if (auto_backend ? auto_hopper : use_hopper(in, arch))
+        return std::make_shared<BsaFwdHopperPlan>(ctx_, cfg_, call, arch);
+      check_bsa_backend(kOp, backend_, arch);
+      return std::make_shared<BsaFwdPortablePlan>(ctx_, cfg_, call, arch);
+    });
   }
 
  private:

@@ -404,33 +404,38 @@ class GqaBwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    // 'auto' picks the backend per call (use_hopper: TMA-able tensors), so the pick is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(backend_, c, ctx_.arch_for_device(c.device.index));
-    return fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
-        reference::gqa_backward(cfg, validate_gqa_bwd_call(cfg, t, Placement::kHost));
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
+          reference::gqa_backward(cfg, validate_gqa_bwd_call(cfg, t, Placement::kHost));
+        });
       });
-    const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(c.device.index);
-    const bool hopper = use_hopper(backend_, c, arch);
-    if (!hopper) require_portable_arch(kOp, arch);
-    const BwdKernels specs = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
-    const int dev = c.device.index;
-    GqaBwdPlan::Loaded k;
-    k.prep = ctx_.kernels().loaded(specs.prep, dev);
-    k.main = ctx_.kernels().loaded(specs.main, dev);
-    k.dq = ctx_.kernels().loaded(specs.dq, dev);
-    const int smem = hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
-                            : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
-    require_dynamic_smem(kOp, *k.main, specs.main, smem);
-    return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    // 'auto' picks the backend per call (use_hopper: TMA-able tensors), so the pick is part of the
+    // signature; an explicit backend reads the arch and picks (which, for 'hopper', may throw) only when
+    // a plan is built.
+    const bool auto_backend = backend_ == detail::Backend::kAuto;
+    std::string arch = auto_backend ? ctx_.arch_for_device(c.device.index) : std::string();
+    const bool auto_hopper = auto_backend && use_hopper(backend_, c, arch);
+    std::string sig = fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, auto_hopper);
+    return cached(std::move(sig), tensors, [&] {
+      if (!auto_backend) arch = ctx_.arch_for_device(c.device.index);
+      const bool hopper = auto_backend ? auto_hopper : use_hopper(backend_, c, arch);
+      if (!hopper) require_portable_arch(kOp, arch);
+      const BwdKernels specs =
+          kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
+      const int dev = c.device.index;
+      GqaBwdPlan::Loaded k;
+      k.prep = ctx_.kernels().loaded(specs.prep, dev);
+      k.main = ctx_.kernels().loaded(specs.main, dev);
+      k.dq = ctx_.kernels().loaded(specs.dq, dev);
+      const int smem =
+          hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
+                 : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
+      require_dynamic_smem(kOp, *k.main, specs.main, smem);
+      return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+    });
   }
 
  private:

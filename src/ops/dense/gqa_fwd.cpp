@@ -427,33 +427,37 @@ class GqaFwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const GqaCall call = validate_gqa_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    // The backend 'auto' chooses per call (use_hopper), so the choice is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, ctx_.arch_for_device(call.device.index));
-    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.in_dtype), static_cast<int>(call.compute_dtype), call.D,
-                       call.sinks != nullptr, call.device.index, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(cfg_.op_name(), [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const GqaCall call = validate_gqa_call(cfg, t, Placement::kHost);
-        if (cfg.validate_inputs) check_contents(cfg, call, stream);
-        reference::gqa_forward(cfg, call);
+      return cached("reference", tensors, [&] {
+        return reference_plan(cfg_.op_name(), [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const GqaCall call = validate_gqa_call(cfg, t, Placement::kHost);
+          if (cfg.validate_inputs) check_contents(cfg, call, stream);
+          reference::gqa_forward(cfg, call);
+        });
       });
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    if (use_hopper(call, arch)) {
-      HopperAttentionChoice choice = choose_hopper(call, arch);
-      auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-      return std::make_shared<GqaFwdHopperPlan>(cfg_, std::move(choice), std::move(kernel));
-    }
-    check_attention_backend(cfg_.op_name(), backend_, arch);
-    AttentionKernelChoice choice = choose(call, arch);
-    auto kernel = load_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-    return std::make_shared<GqaFwdPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+    // The backend 'auto' chooses per call (use_hopper), so the choice is part of the signature; an
+    // explicit backend reads the arch and makes its choice (which, for 'hopper', may throw) only when a
+    // plan is built.
+    const bool auto_backend = backend_ == detail::Backend::kAuto;
+    std::string arch = auto_backend ? ctx_.arch_for_device(call.device.index) : std::string();
+    const bool auto_hopper = auto_backend && use_hopper(call, arch);
+    std::string sig =
+        fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.in_dtype), static_cast<int>(call.compute_dtype), call.D,
+                    call.sinks != nullptr, call.device.index, auto_hopper);
+    return cached(std::move(sig), tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
+      if (!auto_backend) arch = ctx_.arch_for_device(call.device.index);
+      if (auto_backend ? auto_hopper : use_hopper(call, arch)) {
+        HopperAttentionChoice choice = choose_hopper(call, arch);
+        auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
+        return std::make_shared<GqaFwdHopperPlan>(cfg_, std::move(choice), std::move(kernel));
+      }
+      check_attention_backend(cfg_.op_name(), backend_, arch);
+      AttentionKernelChoice choice = choose(call, arch);
+      auto kernel = load_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
+      return std::make_shared<GqaFwdPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+    });
   }
 
  private:

@@ -372,33 +372,34 @@ class Fp8LightningIndexerOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const Fp8IndexerCall call = validate(tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.HG(), call.scale ? 1 : 0,
-                       call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [clean = clean_, validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
-        const Fp8IndexerCall call = validate(t, Placement::kHost);
-        if (validate_inputs && call.scale) check_scale(*call.scale);
-        reference::fp8_lightning_indexer(*call.q, *call.k, *call.weights, *call.ks, *call.ke, call.scale, *call.logits,
-                                         clean);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [clean = clean_, validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
+          const Fp8IndexerCall call = validate(t, Placement::kHost);
+          if (validate_inputs && call.scale) check_scale(*call.scale);
+          reference::fp8_lightning_indexer(*call.q, *call.k, *call.weights, *call.ks, *call.ke, call.scale,
+                                           *call.logits, clean);
+        });
       });
-    const Fp8IndexerCall call = validate(tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    check_backend(backend_, arch);
-    check_sizes(call);
-    const Fp8IndexerChoice choice = choose(call, clean_, arch);
-    std::shared_ptr<const jit::LoadedKernel> quant;
-    if (choice.dtype == DType::kBF16) quant = ctx_.kernels().loaded(quant_kernel_spec(choice.D, arch), call.device.index);
-    auto main = ctx_.kernels().loaded(main_kernel_spec(choice), call.device.index);
-    const int smem = kernels::fp8_indexer_tiles(choice.D, choice.HG).smem_bytes;
-    require_dynamic_smem(kOp, *main, main->compiled->spec, smem);
-    return std::make_shared<Fp8LightningIndexerPortablePlan>(std::move(quant), std::move(main), choice, call, ctx_.sm_count(call.device.index),
-                                        validate_inputs_);
+    return cached(fmt::format("{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.HG(), call.scale ? 1 : 0,
+                              call.device.index),
+                  tensors, [&] {
+                    const std::string arch = ctx_.arch_for_device(call.device.index);
+                    check_backend(backend_, arch);
+                    check_sizes(call);
+                    const Fp8IndexerChoice choice = choose(call, clean_, arch);
+                    std::shared_ptr<const jit::LoadedKernel> quant;
+                    if (choice.dtype == DType::kBF16)
+                      quant = ctx_.kernels().loaded(quant_kernel_spec(choice.D, arch), call.device.index);
+                    auto main = ctx_.kernels().loaded(main_kernel_spec(choice), call.device.index);
+                    const int smem = kernels::fp8_indexer_tiles(choice.D, choice.HG).smem_bytes;
+                    require_dynamic_smem(kOp, *main, main->compiled->spec, smem);
+                    return std::make_shared<Fp8LightningIndexerPortablePlan>(
+                        std::move(quant), std::move(main), choice, call, ctx_.sm_count(call.device.index),
+                        validate_inputs_);
+                  });
   }
 
  private:

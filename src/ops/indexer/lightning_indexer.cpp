@@ -636,54 +636,60 @@ class LightningIndexerOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const IndexerCall call = validate(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    // The backend 'auto' may choose per call (use_hopper: k's strides), so the choice is part of the signature.
-    const bool hopper = backend_ == detail::Backend::kAuto && use_hopper(call, ctx_.arch_for_device(call.device.index));
-    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
-                       kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
-                       call.device.index, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const IndexerCall call = validate(cfg, t, Placement::kHost);
-        if (cfg.validate_inputs) check_contents(cfg, call, stream);
-        reference::lightning_indexer(*call.q, *call.k, *call.weights, call.cu_seqlens, call.cu_seqlens_k, *call.indices,
-                                     cfg.topk, cfg.causal, cfg.compress_ratio);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const IndexerCall call = validate(cfg, t, Placement::kHost);
+          if (cfg.validate_inputs) check_contents(cfg, call, stream);
+          reference::lightning_indexer(*call.q, *call.k, *call.weights, call.cu_seqlens, call.cu_seqlens_k,
+                                       *call.indices, cfg.topk, cfg.causal, cfg.compress_ratio);
+        });
       });
-    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    if (use_hopper(call, arch)) {
-      if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
-      KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
-      auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
-      require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
-      return std::make_shared<LightningIndexerHopperPlan>(cfg_, std::move(choice), std::move(kernel));
-    }
-    check_backend(arch);
-    if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
-    KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
-                                 ctx_.tuning().li_force_slab);
-    if (choice.slab) {
-      auto scores = ctx_.kernels().loaded(big_scores_spec(choice), call.device.index);
-      auto select = ctx_.kernels().loaded(big_select_spec(choice), call.device.index);
-      // NOTE: a call's H (any H of this plan's head tile) stages as many tokens as fit kLiBigSmemBudget, or
-      // one token beyond it; either way no more than this.
-      const int smem = std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
-      require_dynamic_smem(kOp, *scores, scores->compiled->spec, smem);
-      return std::make_shared<LightningIndexerSlabPlan>(cfg_, std::move(choice), std::move(scores), std::move(select),
-                                        call.device.index);
-    }
-    auto kernel = ctx_.kernels().loaded(kernel_spec(choice), call.device.index);
-    if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device allows {}", kOp,
-                                    kernel->compiled->spec.describe(), choice.geo.smem_bytes,
-                                    kernel->max_dynamic_smem_bytes));
-    set_max_dynamic_smem(*kernel, choice.geo.smem_bytes);
-    return std::make_shared<LightningIndexerPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+    // The backend 'auto' may choose per call (use_hopper: k's strides), so the choice is part of the signature
+    // (and made here, once); 'hopper' and 'portable' choose from the signature alone (or fail naming why),
+    // when the plan is built.
+    const bool per_call = backend_ == detail::Backend::kAuto;
+    std::string arch = per_call ? ctx_.arch_for_device(call.device.index) : std::string();
+    const bool auto_hopper = per_call && use_hopper(call, arch);
+    return cached(
+        fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+                    kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
+                    call.device.index, auto_hopper),
+        tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
+          if (!per_call) arch = ctx_.arch_for_device(call.device.index);
+          if (per_call ? auto_hopper : use_hopper(call, arch)) {
+            if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
+            KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
+            auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
+            require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
+            return std::make_shared<LightningIndexerHopperPlan>(cfg_, std::move(choice), std::move(kernel));
+          }
+          check_backend(arch);
+          if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
+          KernelChoice choice = choose(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch,
+                                       ctx_.tuning().li_force_slab);
+          if (choice.slab) {
+            auto scores = ctx_.kernels().loaded(big_scores_spec(choice), call.device.index);
+            auto select = ctx_.kernels().loaded(big_select_spec(choice), call.device.index);
+            // NOTE: a call's H (any H of this plan's head tile) stages as many tokens as fit kLiBigSmemBudget, or
+            // one token beyond it; either way no more than this.
+            const int smem =
+                std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
+            require_dynamic_smem(kOp, *scores, scores->compiled->spec, smem);
+            return std::make_shared<LightningIndexerSlabPlan>(cfg_, std::move(choice), std::move(scores),
+                                                              std::move(select), call.device.index);
+          }
+          auto kernel = ctx_.kernels().loaded(kernel_spec(choice), call.device.index);
+          if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
+            throw Unsupported(fmt::format("{}: unsupported: kernel {} needs {} bytes of shared memory, the device "
+                                          "allows {}",
+                                          kOp, kernel->compiled->spec.describe(), choice.geo.smem_bytes,
+                                          kernel->max_dynamic_smem_bytes));
+          set_max_dynamic_smem(*kernel, choice.geo.smem_bytes);
+          return std::make_shared<LightningIndexerPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+        });
   }
 
  private:

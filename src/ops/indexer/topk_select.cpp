@@ -199,28 +199,27 @@ class TopkSelectOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const TopkSelectCall call = validate(tensors, placement_for(impl_), topk_);
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}", call.starts ? 1 : 0, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [topk = topk_](const TensorArgs& t, void*) {
-        const TopkSelectCall call = validate(t, Placement::kHost, topk);
-        reference::topk_select(*call.score, call.starts, call.ends, *call.indexes, topk);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [topk = topk_](const TensorArgs& t, void*) {
+          const TopkSelectCall call = validate(t, Placement::kHost, topk);
+          reference::topk_select(*call.score, call.starts, call.ends, *call.indexes, topk);
+        });
       });
-    const TopkSelectCall call = validate(tensors, Placement::kDevice, topk_);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    check_backend(backend_, arch);
-    check_sizes(call);
-    auto kernel = ctx_.kernels().loaded(kernel_spec(call.starts != nullptr, arch), call.device.index);
-    if (kMaxSmem > kernel->max_dynamic_smem_bytes)
-      throw Unsupported(fmt::format("{}: kernel {} needs up to {} bytes of shared memory, the device allows {}", kOp,
-                                    kernel->compiled->spec.describe(), kMaxSmem, kernel->max_dynamic_smem_bytes));
-    set_max_dynamic_smem(*kernel, kMaxSmem);
-    return std::make_shared<TopkSelectPortablePlan>(std::move(kernel), topk_, call.starts != nullptr, call.device);
+    const bool window = call.starts != nullptr;
+    return cached(fmt::format("{}.{}", window ? 1 : 0, call.device.index), tensors, [&] {
+      const std::string arch = ctx_.arch_for_device(call.device.index);
+      check_backend(backend_, arch);
+      check_sizes(call);
+      auto kernel = ctx_.kernels().loaded(kernel_spec(window, arch), call.device.index);
+      if (kMaxSmem > kernel->max_dynamic_smem_bytes)
+        throw Unsupported(fmt::format("{}: kernel {} needs up to {} bytes of shared memory, the device allows {}", kOp,
+                                      kernel->compiled->spec.describe(), kMaxSmem, kernel->max_dynamic_smem_bytes));
+      set_max_dynamic_smem(*kernel, kMaxSmem);
+      return std::make_shared<TopkSelectPortablePlan>(std::move(kernel), topk_, window, call.device);
+    });
   }
 
  private:

@@ -265,32 +265,33 @@ class PagedKvWriteOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const PagedKvWriteCall call = validate(tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), static_cast<int>(call.cache_dtype), call.D,
-                       call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
-        const PagedKvWriteCall call = validate(t, Placement::kHost);
-        if (validate_inputs) {
-          std::vector<int64_t> slots(static_cast<size_t>(call.N));
-          for (int64_t i = 0; i < call.N; ++i)
-            slots[i] = static_cast<const int64_t*>(call.slot_mapping->data)[i * call.slot_mapping->strides[0]];
-          check_contents(call, slots, call.k_scale ? static_cast<const float*>(call.k_scale->data) : nullptr,
-                         call.v_scale ? static_cast<const float*>(call.v_scale->data) : nullptr);
-        }
-        reference::paged_kv_write(*call.k, *call.v, *call.k_pages, *call.v_pages, *call.slot_mapping, call.k_scale,
-                                  call.v_scale);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [validate_inputs = validate_inputs_](const TensorArgs& t, void*) {
+          const PagedKvWriteCall call = validate(t, Placement::kHost);
+          if (validate_inputs) {
+            std::vector<int64_t> slots(static_cast<size_t>(call.N));
+            for (int64_t i = 0; i < call.N; ++i)
+              slots[i] = static_cast<const int64_t*>(call.slot_mapping->data)[i * call.slot_mapping->strides[0]];
+            check_contents(call, slots, call.k_scale ? static_cast<const float*>(call.k_scale->data) : nullptr,
+                           call.v_scale ? static_cast<const float*>(call.v_scale->data) : nullptr);
+          }
+          reference::paged_kv_write(*call.k, *call.v, *call.k_pages, *call.v_pages, *call.slot_mapping, call.k_scale,
+                                    call.v_scale);
+        });
       });
-    const PagedKvWriteCall call = validate(tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    check_backend(backend_, arch);
-    auto kernel = ctx_.kernels().loaded(kernel_spec(call.dtype, call.cache_dtype, call.D, arch), call.device.index);
-    return std::make_shared<PagedKvWritePortablePlan>(std::move(kernel), call, ctx_.sm_count(call.device.index), validate_inputs_);
+    return cached(fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), static_cast<int>(call.cache_dtype), call.D,
+                              call.device.index),
+                  tensors, [&] {
+                    const std::string arch = ctx_.arch_for_device(call.device.index);
+                    check_backend(backend_, arch);
+                    auto kernel =
+                        ctx_.kernels().loaded(kernel_spec(call.dtype, call.cache_dtype, call.D, arch), call.device.index);
+                    return std::make_shared<PagedKvWritePortablePlan>(std::move(kernel), call,
+                                                                      ctx_.sm_count(call.device.index), validate_inputs_);
+                  });
   }
 
  private:

@@ -212,25 +212,25 @@ class DsaDecodeOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.D_qk, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ != detail::Impl::kReference) {
-      const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, Placement::kDevice);
-      kernels::LatentDecodeParams p0{};
-      return make_latent_plan(ctx_, kOp, latent_params(cfg_, call, p0), cfg_.kv_splits, backend_,
-                              [cfg = cfg_](const TensorArgs& t, void*, bool, kernels::LatentDecodeParams& p) {
-                                const DsaDecodeCall c = validate_dsa_decode_call(cfg, t, Placement::kDevice);
-                                check_int32_extents(c);
-                                return latent_params(cfg, c, p);
-                              });
-    }
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
-      reference::dsa_decode(cfg, validate_dsa_decode_call(cfg, t, Placement::kHost));
+    if (impl_ != detail::Impl::kReference)
+      return cached(fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.D_qk,
+                                call.device.index),
+                    tensors, [&] {
+                      kernels::LatentDecodeParams p0{};
+                      return make_latent_plan(
+                          ctx_, kOp, latent_params(cfg_, call, p0), cfg_.kv_splits, backend_,
+                          [cfg = cfg_](const TensorArgs& t, void*, bool, kernels::LatentDecodeParams& p) {
+                            const DsaDecodeCall c = validate_dsa_decode_call(cfg, t, Placement::kDevice);
+                            check_int32_extents(c);
+                            return latent_params(cfg, c, p);
+                          });
+                    });
+    return cached("reference", tensors, [&] {
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void*) {
+        reference::dsa_decode(cfg, validate_dsa_decode_call(cfg, t, Placement::kHost));
+      });
     });
   }
 

@@ -258,31 +258,31 @@ class MlaDecodeOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const MlaDecodeCall call = validate_mla_decode_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("kernel.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.PE, call.paged(),
-                       call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ != detail::Impl::kReference) {
-      const MlaDecodeCall call = validate_mla_decode_call(cfg_, tensors, Placement::kDevice);
-      kernels::LatentDecodeParams p0{};
-      return make_latent_plan(ctx_, kOp, latent_params(call, p0), cfg_.kv_splits, backend_,
-                              [cfg = cfg_](const TensorArgs& t, void* stream, bool executing, kernels::LatentDecodeParams& p) {
-                                const MlaDecodeCall c = validate_mla_decode_call(cfg, t, Placement::kDevice);
-                                check_int32_extents(c);
-                                if (cfg.validate_inputs && executing) check_mla_decode_contents(c, stream);
-                                return latent_params(c, p);
-                              });
-    }
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-      const MlaDecodeCall call = validate_mla_decode_call(cfg, t, Placement::kHost);
-      // The reference checks the value contract on every call (validate_inputs or not): it never reads
-      // out of bounds, and a violation writes nothing.
-      check_mla_decode_contents(call, stream);
-      reference::mla_decode(call);
+    if (impl_ != detail::Impl::kReference)
+      return cached(fmt::format("kernel.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D, call.PE, call.paged(),
+                                call.device.index),
+                    tensors, [&] {
+                      kernels::LatentDecodeParams p0{};
+                      return make_latent_plan(
+                          ctx_, kOp, latent_params(call, p0), cfg_.kv_splits, backend_,
+                          [cfg = cfg_](const TensorArgs& t, void* stream, bool executing,
+                                       kernels::LatentDecodeParams& p) {
+                            const MlaDecodeCall c = validate_mla_decode_call(cfg, t, Placement::kDevice);
+                            check_int32_extents(c);
+                            if (cfg.validate_inputs && executing) check_mla_decode_contents(c, stream);
+                            return latent_params(c, p);
+                          });
+                    });
+    return cached("reference", tensors, [&] {
+      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const MlaDecodeCall call = validate_mla_decode_call(cfg, t, Placement::kHost);
+        // The reference checks the value contract on every call (validate_inputs or not): it never reads
+        // out of bounds, and a violation writes nothing.
+        check_mla_decode_contents(call, stream);
+        reference::mla_decode(call);
+      });
     });
   }
 

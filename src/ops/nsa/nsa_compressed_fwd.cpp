@@ -114,25 +114,22 @@ class NsaCompressedFwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const nsa::CompressedCall call = nsa::validate_compressed_call(tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
+    if (impl_ == detail::Impl::kReference)
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const nsa::CompressedCall call = nsa::validate_compressed_call(t, Placement::kHost);
+          if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
+          reference::nsa_compressed_fwd(cfg, call);
+        });
+      });
     // 'auto' picks the backend per call (k_cmp / v_cmp strides decide whether TMA can read them), so the
-    // choice is part of the signature, beside what selects the instantiation.
-    const bool hopper =
-        nsa::compressed_uses_hopper(kOp, backend_, call, ctx_.arch_for_device(call.device.index));
-    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), call.DK, call.device.index, hopper);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ != detail::Impl::kReference)
-      return nsa::make_compressed_plan(ctx_, kOp, cfg_, nsa::validate_compressed_call(tensors, Placement::kDevice),
-                                       backend_);
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-      const nsa::CompressedCall call = nsa::validate_compressed_call(t, Placement::kHost);
-      if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
-      reference::nsa_compressed_fwd(cfg, call);
-    });
+    // choice is part of the signature, beside what selects the instantiation; the plan takes that choice.
+    const std::string arch = ctx_.arch_for_device(call.device.index);
+    const bool hopper = nsa::compressed_uses_hopper(kOp, backend_, call, arch);
+    return cached(fmt::format("{}.{}.{}.{}", static_cast<int>(call.dtype), call.DK, call.device.index, hopper), tensors,
+                  [&] { return nsa::make_compressed_plan(ctx_, kOp, cfg_, call, arch, hopper); });
   }
 
  private:

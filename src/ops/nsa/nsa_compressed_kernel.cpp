@@ -205,10 +205,9 @@ std::vector<jit::KernelSpec> compressed_kernels_for(const char* op, const Compre
 }
 
 std::shared_ptr<const detail::PlanImpl> make_compressed_plan(OpContext& ctx, const char* op, const CompressedConfig& cfg,
-                                                             const CompressedCall& call, detail::Backend backend) {
-  check_static(op, call);
-  const std::string arch = ctx.arch_for_device(call.device.index);
-  if (use_hopper(op, backend, call, arch)) {
+                                                             const CompressedCall& call, const std::string& arch,
+                                                             bool hopper) {
+  if (hopper) {
     HopperAttentionChoice k = hopper_choice(cfg, call.dtype, call.DK, arch);
     auto kernel = load_hopper_attention_kernel(ctx, op, k, call.device.index);
     return std::make_shared<NsaCompressedHopperPlan>(op, cfg, call, std::move(k), std::move(kernel));

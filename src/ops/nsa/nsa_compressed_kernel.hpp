@@ -30,10 +30,11 @@ bool compressed_uses_hopper(const char* op, detail::Backend backend, const Compr
 std::vector<jit::KernelSpec> compressed_kernels_for(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
                                                     detail::Backend backend, const std::string& arch);
 
-// The kernel plan of a validated device call under `backend` ('auto': hopper on sm_90a where k_cmp and
-// v_cmp can be TMA sources, else portable). execute() revalidates the call and checks the metadata
-// when `cfg.validate_inputs`.
+// The kernel plan of a validated device call on its device's `arch`: the hopper kernel when `hopper`, else
+// the portable one, as compressed_uses_hopper decided (which also made the static checks) for this call,
+// backend and arch. execute() revalidates the call and checks the metadata when `cfg.validate_inputs`.
 std::shared_ptr<const detail::PlanImpl> make_compressed_plan(OpContext& ctx, const char* op, const CompressedConfig& cfg,
-                                                             const CompressedCall& call, detail::Backend backend);
+                                                             const CompressedCall& call, const std::string& arch,
+                                                             bool hopper);
 
 }  // namespace attnjit::ops::nsa

@@ -118,24 +118,22 @@ class NsaSelectedFwdOp final : public detail::OpInstance {
 
  protected:
   // A kernel plan is static in the dtype, D, the row-group count (from the group size) and the device.
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const nsa::SelectedCall call = nsa::validate_selected_call(tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
-                       kernels::nsa_selected_warps(call.group()), call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ != detail::Impl::kReference)
-      return nsa::make_selected_plan(ctx_, kOp, cfg_, nsa::validate_selected_call(tensors, Placement::kDevice), backend_);
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-      const nsa::SelectedCall call = nsa::validate_selected_call(t, Placement::kHost);
-      if (cfg.validate_inputs) {
-        nsa::check_meta_contents(kOp, call.meta, call.T, /*bs=*/0, 0, call.device, stream);
-        nsa::check_block_counts(kOp, call);
-      }
-      reference::nsa_selected_fwd(cfg, call);
-    });
+    if (impl_ == detail::Impl::kReference)
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const nsa::SelectedCall call = nsa::validate_selected_call(t, Placement::kHost);
+          if (cfg.validate_inputs) {
+            nsa::check_meta_contents(kOp, call.meta, call.T, /*bs=*/0, 0, call.device, stream);
+            nsa::check_block_counts(kOp, call);
+          }
+          reference::nsa_selected_fwd(cfg, call);
+        });
+      });
+    return cached(fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+                              kernels::nsa_selected_warps(call.group()), call.device.index),
+                  tensors, [&] { return nsa::make_selected_plan(ctx_, kOp, cfg_, call, backend_); });
   }
 
  private:

@@ -96,21 +96,19 @@ class NsaTopkOp final : public detail::OpInstance {
 
  protected:
   // A kernel plan is static in the dtype, D, the tokens per CTA (from the group size) and the device.
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const nsa::TopkCall call = nsa::validate_topk_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
-                       kernels::nsa_topk_tokens(call.group()), call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    if (impl_ != detail::Impl::kReference)
-      return nsa::make_topk_plan(ctx_, kOp, cfg_, nsa::validate_topk_call(cfg_, tensors, Placement::kDevice), backend_);
-    return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-      const nsa::TopkCall call = nsa::validate_topk_call(cfg, t, Placement::kHost);
-      if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
-      reference::nsa_topk(cfg, call);
-    });
+    if (impl_ == detail::Impl::kReference)
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const nsa::TopkCall call = nsa::validate_topk_call(cfg, t, Placement::kHost);
+          if (cfg.validate_inputs) nsa::check_meta_contents(kOp, call.meta, call.T, cfg.bs, call.C, call.device, stream);
+          reference::nsa_topk(cfg, call);
+        });
+      });
+    return cached(fmt::format("kernel.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
+                              kernels::nsa_topk_tokens(call.group()), call.device.index),
+                  tensors, [&] { return nsa::make_topk_plan(ctx_, kOp, cfg_, call, backend_); });
   }
 
  private:

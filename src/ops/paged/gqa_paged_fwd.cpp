@@ -27,14 +27,7 @@ class GqaPagedFwdOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
-    const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.kv_dtype),
-                       static_cast<int>(call.compute_dtype), call.D, call.sinks != nullptr, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override;
+  Plan plan_for(const TensorArgs& tensors) override;
 
  private:
   GqaPagedFwdOp(OpContext& ctx, const detail::ConfigReader& r)
@@ -42,19 +35,25 @@ class GqaPagedFwdOp final : public detail::OpInstance {
   GqaConfig cfg_;
 };
 
-std::shared_ptr<const detail::PlanImpl> GqaPagedFwdOp::build_plan(const TensorArgs& tensors) {
-  const GqaConfig cfg = cfg_;
+Plan GqaPagedFwdOp::plan_for(const TensorArgs& tensors) {
+  const PagedAttentionCall call = validate_gqa_paged_call(cfg_, tensors, placement_for(impl_));
   if (impl_ == detail::Impl::kReference) {
-    return reference_plan(kGqaPaged, [cfg](const TensorArgs& t, void* stream) {
-      const PagedAttentionCall call = validate_gqa_paged_call(cfg, t, Placement::kHost);
-      if (cfg.validate_inputs) check_contents(kGqaPaged, call, &cfg, stream);
-      reference::gqa_paged_fwd(cfg, call);
+    return cached("reference", tensors, [&] {
+      return reference_plan(kGqaPaged, [cfg = cfg_](const TensorArgs& t, void* stream) {
+        const PagedAttentionCall call = validate_gqa_paged_call(cfg, t, Placement::kHost);
+        if (cfg.validate_inputs) check_contents(kGqaPaged, call, &cfg, stream);
+        reference::gqa_paged_fwd(cfg, call);
+      });
     });
   }
-  return paged_kernel_plan(
-      ctx_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
-      [cfg](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); },
-      validate_gqa_paged_call(cfg_, tensors, Placement::kDevice));
+  return cached(fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.kv_dtype),
+                            static_cast<int>(call.compute_dtype), call.D, call.sinks != nullptr, call.device.index),
+                tensors, [&] {
+                  return paged_kernel_plan(
+                      ctx_, kGqaPaged, backend_, cfg_, cfg_.validate_inputs,
+                      [cfg = cfg_](const TensorArgs& t, Placement pl) { return validate_gqa_paged_call(cfg, t, pl); },
+                      call);
+                });
 }
 
 }  // namespace

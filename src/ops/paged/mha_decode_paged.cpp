@@ -40,25 +40,22 @@ class MhaDecodePagedOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const PagedAttentionCall call = validate_mha_decode_paged_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}", static_cast<int>(call.q_dtype), call.D, call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
-    const MhaDecodePagedConfig cfg = cfg_;
     if (impl_ == detail::Impl::kReference) {
-      return reference_plan(kMhaDecode, [cfg](const TensorArgs& t, void* stream) {
-        const PagedAttentionCall call = validate_mha_decode_paged_call(cfg, t, Placement::kHost);
-        if (cfg.validate_inputs) check_contents(kMhaDecode, call, nullptr, stream);
-        reference::mha_decode_paged(cfg, call);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kMhaDecode, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const PagedAttentionCall call = validate_mha_decode_paged_call(cfg, t, Placement::kHost);
+          if (cfg.validate_inputs) check_contents(kMhaDecode, call, nullptr, stream);
+          reference::mha_decode_paged(cfg, call);
+        });
       });
     }
-    return paged_kernel_plan(
-        ctx_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
-        [cfg](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); },
-        validate_mha_decode_paged_call(cfg_, tensors, Placement::kDevice));
+    return cached(fmt::format("{}.{}.{}", static_cast<int>(call.q_dtype), call.D, call.device.index), tensors, [&] {
+      return paged_kernel_plan(
+          ctx_, kMhaDecode, backend_, gqa_, cfg_.validate_inputs,
+          [cfg = cfg_](const TensorArgs& t, Placement pl) { return validate_mha_decode_paged_call(cfg, t, pl); }, call);
+    });
   }
 
  private:

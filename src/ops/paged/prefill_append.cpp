@@ -588,32 +588,33 @@ class PrefillAppendOp final : public detail::OpInstance {
   }
 
  protected:
-  std::string signature(const TensorArgs& tensors) const override {
+  Plan plan_for(const TensorArgs& tensors) override {
     const AppendCall call = validate_call(cfg_, tensors, placement_for(impl_));
-    if (impl_ == detail::Impl::kReference) return "reference";
-    return fmt::format("{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.cache_dtype), call.D,
-                       call.device.index);
-  }
-
-  std::shared_ptr<const detail::PlanImpl> build_plan(const TensorArgs& tensors) override {
     if (impl_ == detail::Impl::kReference)
-      return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
-        const AppendCall call = validate_call(cfg, t, Placement::kHost);
-        if (cfg.validate_inputs) {
-          detail::prepare_content_checks(kOp, call.device, stream);
-          check_requests(cfg, call, true);
-        }
-        reference_run(cfg, call);
+      return cached("reference", tensors, [&] {
+        return reference_plan(kOp, [cfg = cfg_](const TensorArgs& t, void* stream) {
+          const AppendCall call = validate_call(cfg, t, Placement::kHost);
+          if (cfg.validate_inputs) {
+            detail::prepare_content_checks(kOp, call.device, stream);
+            check_requests(cfg, call, true);
+          }
+          reference_run(cfg, call);
+        });
       });
-    const AppendCall call = validate_call(cfg_, tensors, Placement::kDevice);
-    const std::string arch = ctx_.arch_for_device(call.device.index);
-    check_attention_backend(kOp, backend_, arch);
-    AttentionKernelChoice choice =
-        attention_choice(cfg_, call.q_dtype, call.cache_dtype, call.D, arch, ctx_.tuning().gqa_tile);
-    auto attention = load_attention_kernel(ctx_, kOp, choice, call.device.index);
-    auto append = ctx_.kernels().loaded(append_kernel_spec(call.q_dtype, call.cache_dtype, call.D, cfg_.fuse_rope, arch),
-                                       call.device.index);
-    return std::make_shared<PrefillAppendPlan>(cfg_, std::move(choice), std::move(attention), std::move(append));
+    return cached(fmt::format("{}.{}.{}.{}", static_cast<int>(call.q_dtype), static_cast<int>(call.cache_dtype), call.D,
+                              call.device.index),
+                  tensors, [&] {
+                    const std::string arch = ctx_.arch_for_device(call.device.index);
+                    check_attention_backend(kOp, backend_, arch);
+                    AttentionKernelChoice choice =
+                        attention_choice(cfg_, call.q_dtype, call.cache_dtype, call.D, arch, ctx_.tuning().gqa_tile);
+                    auto attention = load_attention_kernel(ctx_, kOp, choice, call.device.index);
+                    auto append = ctx_.kernels().loaded(
+                        append_kernel_spec(call.q_dtype, call.cache_dtype, call.D, cfg_.fuse_rope, arch),
+                        call.device.index);
+                    return std::make_shared<PrefillAppendPlan>(cfg_, std::move(choice), std::move(attention),
+                                                               std::move(append));
+                  });
   }
 
  private:
