@@ -185,7 +185,9 @@ TEST_CASE("mla_decode reference: the contract's shapes against the definition (H
   attnjit::Runtime rt(test::options_in(dir));
   auto op = rt.op("mla_decode", kReference);
   for (DType dt : {DType::kF16, DType::kBF16})
-    for (auto [H, H_kv, D, N] : {std::tuple{16, 1, 512, 7}, std::tuple{4, 2, 128, 33}, std::tuple{2, 2, 256, 1}}) {
+    for (const auto& shape : {std::tuple{16, 1, 512, 7}, std::tuple{4, 2, 128, 33}, std::tuple{2, 2, 256, 1}}) {
+      // NOTE: plain variables, not a structured binding: INFO's lambda captures them, which clang 14 refuses.
+      const int H = std::get<0>(shape), H_kv = std::get<1>(shape), D = std::get<2>(shape), N = std::get<3>(shape);
       Call c(2, 1, H, H_kv, D, N, dt);
       c.rank3 = true;
       op.run(c.args());

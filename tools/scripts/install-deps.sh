@@ -3,7 +3,8 @@
 # expected in /usr/local/cuda). Needs root (or sudo). Quiet and quick when everything is present.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev nlohmann-json3-dev doctest-dev
-          libdlpack-dev libcli11-dev libssl-dev python3-numpy python3-dev python3-pip python3-venv)
+          libdlpack-dev libcli11-dev libssl-dev python3-numpy python3-dev python3-pip python3-venv
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
