@@ -23,12 +23,12 @@ flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize
 # NOTE: fuzzer-no-link gives the fuzzers coverage of the library's code; --as-needed keeps the toolkit's
 # libcuda.so stub out of NEEDED, so the instrumented library loads on a machine without a driver; the C
 # test links UBSan's C++ runtime (the library's vptr and function checks) and libstdc++ through clang's C
-# driver.
+# driver (libstdc++ named before the objects, so --as-needed must not drop it; CMake's compiler check
+# links a C program with these flags too).
 args=(-S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
       -DCMAKE_CXX_FLAGS="$flags -fsanitize=fuzzer-no-link" -DCMAKE_C_FLAGS="$flags"
-      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined -fsanitize-link-c++-runtime -Wl,--as-needed"
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined -fsanitize-link-c++-runtime -Wl,--no-as-needed -lstdc++ -Wl,--as-needed"
       -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined -Wl,--as-needed"
-      -DCMAKE_C_STANDARD_LIBRARIES="-lstdc++"
       -DATTNJIT_SANITIZED_TESTS=OFF -DATTNJIT_BUILD_FUZZERS=ON -DATTNJIT_PYTHON=OFF)
 [ -n "$launcher" ] && args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher")
 mkdir -p "$build"
