@@ -1,12 +1,14 @@
 // `attnjit warmup`: compile the default kernel matrix of every op into the cache, in parallel; with
 // `--from FILE...`, exactly the kernels the calls of those JSON case files select instead (a cache
-// directory for a fleet that serves those calls with ATTNJIT_NO_JIT=1).
+// directory for a fleet that serves those calls with ATTNJIT_NO_JIT=1). With `--list`, print those kernels
+// instead of compiling them.
 #include <fmt/format.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -24,12 +26,14 @@ struct WarmupArgs {
   int jobs = 0;
   std::vector<std::string> ops;
   std::vector<std::string> from;  // JSON case files: warm the kernels of their calls
+  bool list = false;              // print the kernels, compile nothing
 };
 
 // The distinct kernels the calls of the case files select on `arch` (cases that expect an error, or that the
 // kernel impl must refuse, are not calls to serve). A file that does not load or a call the kernel impl
-// cannot serve is printed and counted in `failed`.
-std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, const std::string& arch, int& failed) {
+// cannot serve is printed (to `log`) and counted in `failed`.
+std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, const std::string& arch, int& failed,
+                                              std::FILE* log) {
   std::vector<jit::KernelSpec> specs;
   std::set<std::string> seen;
   size_t calls = 0;
@@ -38,7 +42,7 @@ std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, 
     try {
       cases = load_test_cases(file);
     } catch (const std::exception& e) {
-      fmt::print("FAILED {}: {}\n", file, e.what());
+      fmt::print(log, "FAILED {}: {}\n", file, e.what());
       ++failed;
       continue;
     }
@@ -50,29 +54,59 @@ std::vector<jit::KernelSpec> kernels_of_cases(Runtime& rt, const WarmupArgs& a, 
         for (auto& s : tools::kernels_for(rt, c.op, with_impl(c.config, "kernel"), descriptor_args(c), arch))
           if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
       } catch (const std::exception& e) {
-        fmt::print("FAILED {}: {}\n", c.name, e.what());
+        fmt::print(log, "FAILED {}: {}\n", c.name, e.what());
         ++failed;
       }
     }
   }
-  fmt::print("warm-up: {} calls in {} files select {} kernels\n", calls, a.from.size(), specs.size());
+  fmt::print(log, "warm-up: {} calls in {} files select {} kernels\n", calls, a.from.size(), specs.size());
   return specs;
 }
 
+// The default matrices of the ops `--op` names (all ops when it names none) for `arch`.
+std::vector<jit::KernelSpec> matrix_kernels(const WarmupArgs& a, const std::string& arch) {
+  for (const auto& name : a.ops) tools::warmup_matrix(name, arch);  // unknown names are an error
+  std::vector<jit::KernelSpec> specs;
+  for (auto& m : tools::warmup_matrices(arch)) {
+    if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), m.op) == a.ops.end()) continue;
+    for (auto& s : m.kernels) specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+// One `--list` line, tab-separated: the readable name with arch, the template file, the name expression and
+// the static fields as key=value in the spec's order (what the cache key hashes besides op and versions).
+std::string list_line(const jit::KernelSpec& s) {
+  std::string line = fmt::format("{}\t{}\t{}\t", s.describe(), s.template_file, s.entry);
+  for (size_t i = 0; i < s.fields.size(); ++i)
+    line += fmt::format("{}{}={}", i ? " " : "", s.fields[i].first, s.fields[i].second);
+  return line;
+}
+
+// `--list`: the kernels one arch's warm-up would compile, sorted, one a line on stdout; nothing is compiled.
+// A runtime (which opens the cache directory) is made only where --from's calls or the default arch need one.
+int list_warmup(const WarmupArgs& a) {
+  std::optional<Runtime> rt;
+  auto runtime = [&rt]() -> Runtime& {
+    if (!rt) rt.emplace();
+    return *rt;
+  };
+  const std::string arch = a.arch.empty() ? tools::default_arch(runtime()) : a.arch;
+  int failed_calls = 0;
+  const auto specs = a.from.empty() ? matrix_kernels(a, arch) : kernels_of_cases(runtime(), a, arch, failed_calls, stderr);
+  std::vector<std::string> lines;
+  for (const auto& s : specs) lines.push_back(list_line(s));
+  std::sort(lines.begin(), lines.end());
+  for (const auto& line : lines) fmt::print("{}\n", line);
+  return failed_calls ? 1 : 0;
+}
+
 int run_warmup(const WarmupArgs& a) {
+  if (a.list) return list_warmup(a);
   Runtime rt;
   const std::string arch = a.arch.empty() ? tools::default_arch(rt) : a.arch;
-  for (const auto& name : a.ops) tools::warmup_matrix(name, arch);  // unknown names are an error
   int failed_calls = 0;
-  std::vector<jit::KernelSpec> specs;
-  if (!a.from.empty()) {
-    specs = kernels_of_cases(rt, a, arch, failed_calls);
-  } else {
-    for (auto& m : tools::warmup_matrices(arch)) {
-      if (!a.ops.empty() && std::find(a.ops.begin(), a.ops.end(), m.op) == a.ops.end()) continue;
-      for (auto& s : m.kernels) specs.push_back(std::move(s));
-    }
-  }
+  auto specs = a.from.empty() ? matrix_kernels(a, arch) : kernels_of_cases(rt, a, arch, failed_calls, stdout);
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1u, std::thread::hardware_concurrency());
   fmt::print("warm-up: {} kernels for {} with {} jobs into {}\n", specs.size(), arch, jobs,
              rt.options().cache_disabled ? std::string("(memory only)") : rt.options().resolved_cache_dir());
@@ -147,6 +181,9 @@ void add_warmup_command(CLI::App& app) {
                   "JSON case files (the `attnjit test` format): warm exactly the kernels their calls select, "
                   "instead of the default matrix (repeatable)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--list", args->list,
+                "Print the kernels instead of compiling them, sorted, one a line: name with arch, template file, "
+                "name expression, fields as key=value (tab-separated)");
   add_cache_dir_option(cmd);
   cmd->callback([args] {
     int rc = 0;
