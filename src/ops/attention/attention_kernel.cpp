@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/base/launch.hpp"
@@ -97,44 +98,27 @@ jit::KernelSpec attention_kernel_spec(const char* op, const AttentionKernelChoic
                         : k.kv_mode == KvMode::kPaged  ? "paged"
                         : k.kv_mode == KvMode::kCompressed ? "compressed"
                                                        : "paged-append";
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = "dense/gqa_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>",
-                        device_type_name(k.compute_dtype), device_type_name(k.q_dtype), device_type_name(k.kv_dtype), k.D, k.BM, k.BN,
-                        k.warps, k.causal, k.window, k.softcap, rope, k.q_packed, static_cast<int>(k.kv_mode), k.sinks,
-                        k.split);
-  s.fields = {{"backend", "portable"},
-              {"q_dtype", std::string(dtype_name(k.q_dtype))},
-              {"kv_dtype", std::string(dtype_name(k.kv_dtype))},
-              {"out_dtype", std::string(dtype_name(k.compute_dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"block_m", std::to_string(k.BM)},
-              {"block_n", std::to_string(k.BN)},
-              {"warps", std::to_string(k.warps)},
-              {"causal", k.causal ? "1" : "0"},
-              {"window", k.window ? "1" : "0"},
-              {"softcap", k.softcap ? "1" : "0"},
-              {"rope", rope_name},
-              {"q_packed", k.q_packed ? "1" : "0"},
-              {"kv_mode", kv_name},
-              {"sinks", k.sinks ? "1" : "0"},
-              {"split_kv", k.split ? "1" : "0"}};
-  s.arch = k.arch;
-  std::string name = fmt::format("{}.portable.{}", op, dtype_name(k.q_dtype));
-  if (k.kv_dtype != k.q_dtype) name += fmt::format(".kv-{}", dtype_name(k.kv_dtype));
-  if (k.q_dtype != k.compute_dtype) name += fmt::format(".out-{}", dtype_name(k.compute_dtype));
-  name += fmt::format(".d{}.bm{}.bn{}", k.D, k.BM, k.BN);
-  if (k.warps != 4) name += fmt::format(".w{}", k.warps);
-  if (k.causal) name += ".causal";
-  if (k.window) name += ".window";
-  if (k.softcap) name += ".softcap";
-  if (rope) name += fmt::format(".rope-{}", rope_name);
-  if (k.sinks) name += ".sinks";
-  if (k.kv_mode == KvMode::kPagedAppend) name += ".append";
-  if (k.split) name += ".split";
-  s.name = name;
-  return s;
+  jit::SpecBuilder b(op, "dense/gqa_fwd.cuh", "attnjit::kernels::gqa_fwd", k.arch);
+  b.field("backend", "portable").name("{}");
+  b.field("q_dtype", dtype_name(k.q_dtype)).arg(device_type_name(k.q_dtype)).name("{}");
+  b.field("kv_dtype", dtype_name(k.kv_dtype)).arg(device_type_name(k.kv_dtype)).name_if(k.kv_dtype != k.q_dtype, "kv-{}");
+  // The template takes the compute (output) dtype first.
+  b.field("out_dtype", dtype_name(k.compute_dtype)).arg(device_type_name(k.compute_dtype)).before("q_dtype")
+      .name_if(k.q_dtype != k.compute_dtype, "out-{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("block_m", k.BM).arg().name("bm{}");
+  b.field("block_n", k.BN).arg().name("bn{}");
+  b.field("warps", k.warps).arg().name_if(k.warps != 4, "w{}");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("window", k.window).arg().name_if(k.window, "window");
+  b.field("softcap", k.softcap).arg().name_if(k.softcap, "softcap");
+  b.field("rope", rope_name).arg(rope).name_if(rope != 0, "rope-{}");
+  b.field("q_packed", k.q_packed).arg();
+  b.field("kv_mode", kv_name).arg(static_cast<int>(k.kv_mode))
+      .name_if(k.kv_mode == KvMode::kPagedAppend, "append").after("sinks");
+  b.field("sinks", k.sinks).arg().name_if(k.sinks, "sinks");
+  b.field("split_kv", k.split).arg().name_if(k.split, "split");
+  return b.build();
 }
 
 AttentionKernelChoice decode_variant(const char* op, AttentionKernelChoice k, const std::string& tile_override) {
@@ -206,34 +190,24 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
 }
 
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = "dense/gqa_fwd_hopper.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_fwd_hopper<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
-                        k.D, k.BN, k.causal, k.window, k.softcap, k.varlen, static_cast<int>(k.kv_mode), k.sinks);
-  s.fields = {{"backend", "hopper"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"block_m", "128"},
-              {"block_n", std::to_string(k.BN)},
-              {"causal", k.causal ? "1" : "0"},
-              {"window", k.window ? "1" : "0"},
-              {"softcap", k.softcap ? "1" : "0"},
-              {"varlen", k.varlen ? "1" : "0"},
-              {"kv_mode", k.kv_mode == KvMode::kPaged        ? "paged"
-                          : k.kv_mode == KvMode::kPacked     ? "packed"
-                          : k.kv_mode == KvMode::kCompressed ? "compressed"
-                                                             : "dense"},
-              {"sinks", k.sinks ? "1" : "0"}};
-  s.arch = k.arch;
-  std::string name = fmt::format("{}.hopper.{}.d{}.bm128.bn{}", op, dtype_name(k.dtype), k.D, k.BN);
-  if (k.causal) name += ".causal";
-  if (k.window) name += ".window";
-  if (k.softcap) name += ".softcap";
-  if (k.sinks) name += ".sinks";
-  if (k.kv_mode == KvMode::kPaged) name += ".paged";
-  s.name = name;
-  return s;
+  jit::SpecBuilder b(op, "dense/gqa_fwd_hopper.cuh", "attnjit::kernels::gqa_fwd_hopper", k.arch);
+  b.field("backend", "hopper").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("block_m", 128).name("bm{}");
+  b.field("block_n", k.BN).arg().name("bn{}");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("window", k.window).arg().name_if(k.window, "window");
+  b.field("softcap", k.softcap).arg().name_if(k.softcap, "softcap");
+  b.field("varlen", k.varlen).arg();
+  b.field("kv_mode", k.kv_mode == KvMode::kPaged        ? "paged"
+                     : k.kv_mode == KvMode::kPacked     ? "packed"
+                     : k.kv_mode == KvMode::kCompressed ? "compressed"
+                                                        : "dense")
+      .arg(static_cast<int>(k.kv_mode))
+      .name_if(k.kv_mode == KvMode::kPaged, "paged").after("sinks");
+  b.field("sinks", k.sinks).arg().name_if(k.sinks, "sinks");
+  return b.build();
 }
 
 std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,

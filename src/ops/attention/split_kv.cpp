@@ -4,20 +4,18 @@
 
 #include <algorithm>
 
+#include "jit/spec_builder.hpp"
 #include "ops/attention/attention_kernel.hpp"  // device_type_name
 #include "ops/base/launch.hpp"
 
 namespace attnjit::ops {
 
 jit::KernelSpec combine_kernel_spec(const char* op, DType dt, int D, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = "dense/gqa_combine.cuh";
-  s.entry = fmt::format("attnjit::kernels::gqa_split_combine<{}, {}>", device_type_name(dt), D);
-  s.fields = {{"backend", "portable"}, {"dtype", std::string(dtype_name(dt))}, {"head_dim", std::to_string(D)}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.combine.{}.d{}", op, dtype_name(dt), D);
-  return s;
+  jit::SpecBuilder b(op, "dense/gqa_combine.cuh", "attnjit::kernels::gqa_split_combine", arch);
+  b.field("backend", "portable").name("{}").name("combine");
+  b.field("dtype", dtype_name(dt)).arg(device_type_name(dt)).name("{}");
+  b.field("head_dim", D).arg().name("d{}");
+  return b.build();
 }
 
 int choose_splits(int64_t ctas, int64_t max_keys, int BN, int sms, int per_sm, int64_t batch_z) {

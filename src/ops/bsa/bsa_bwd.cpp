@@ -13,6 +13,7 @@
 #include "bsa/bsa_bwd_params.cuh"
 #include "hopper/attention_bwd_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/attention/attention_bwd.hpp"
@@ -132,46 +133,36 @@ struct BwdKernels {
   jit::KernelSpec prep, route, scan, main, dq;
 };
 
-jit::KernelSpec spec_of(const std::string& what, const std::string& entry,
-                        std::vector<std::pair<std::string, std::string>> fields, const std::string& name,
-                        const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "bsa/bsa_bwd.cuh";
-  s.entry = entry;
-  fields.insert(fields.begin(), {{"backend", "portable"}, {"kernel", what}});
-  s.fields = std::move(fields);
-  s.arch = arch;
-  s.name = name;
-  return s;
-}
-
 // hopper: the main kernel is the hopper backend's (templates/bsa/bsa_bwd_hopper.cuh); the prep, route,
 // scan and dq kernels are the portable ones either way.
 BwdKernels kernel_specs(DType dt, int64_t D, int bs, const std::string& arch, bool hopper = false) {
-  const std::string t(device_type(dt)), dn(dtype_name(dt));
-  const std::vector<std::pair<std::string, std::string>> td = {{"dtype", dn}, {"head_dim", std::to_string(D)}};
+  // The dtype and head dim, where a kernel is typed by them.
+  auto typed = [&](jit::SpecBuilder& b) {
+    b.field("dtype", dtype_name(dt)).arg(device_type(dt)).name("{}");
+    b.field("head_dim", D).arg().name("d{}");
+  };
+  // A portable helper kernel: its name puts the kernel before the backend.
+  auto helper = [&](const std::string& what, bool is_typed) {
+    jit::SpecBuilder b(kOp, "bsa/bsa_bwd.cuh", "attnjit::kernels::bsa_bwd_" + what, arch);
+    b.field("backend", "portable").name("{}");
+    b.field("kernel", what).name("{}").before("backend");
+    if (is_typed) typed(b);
+    return b.build();
+  };
   BwdKernels k;
-  k.prep = spec_of("prep", fmt::format("attnjit::kernels::bsa_bwd_prep<{}, {}>", t, D), td,
-                   fmt::format("{}.prep.portable.{}.d{}", kOp, dn, D), arch);
-  k.route = spec_of("route", "attnjit::kernels::bsa_bwd_route", {}, fmt::format("{}.route.portable", kOp), arch);
-  k.scan = spec_of("scan", "attnjit::kernels::bsa_bwd_scan", {}, fmt::format("{}.scan.portable", kOp), arch);
-  auto main_fields = td;
-  main_fields.push_back({"sparse_block_size", std::to_string(bs)});
-  const int bm = kernels::bsa_bwd_block_m(bs);  // query rows per item of the main kernel
-  main_fields.push_back({"block_m", std::to_string(bm)});
-  k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_main<{}, {}, {}, {}>", t, D, bs, bm), main_fields,
-                   fmt::format("{}.portable.{}.d{}.bs{}.bm{}", kOp, dn, D, bs, bm), arch);
-  k.dq = spec_of("dq", fmt::format("attnjit::kernels::bsa_bwd_dq<{}, {}>", t, D), td,
-                 fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
-  if (hopper) {
-    auto fields = td;
-    fields.push_back({"sparse_block_size", std::to_string(bs)});
-    k.main = spec_of("main", fmt::format("attnjit::kernels::bsa_bwd_hopper<{}, {}, {}>", t, D, bs), fields,
-                     fmt::format("{}.hopper.{}.d{}.bs{}", kOp, dn, D, bs), arch);
-    k.main.template_file = "bsa/bsa_bwd_hopper.cuh";
-    k.main.fields[0].second = "hopper";
-  }
+  k.prep = helper("prep", true);
+  k.route = helper("route", false);
+  k.scan = helper("scan", false);
+  k.dq = helper("dq", true);
+  jit::SpecBuilder b(kOp, hopper ? "bsa/bsa_bwd_hopper.cuh" : "bsa/bsa_bwd.cuh",
+                     hopper ? "attnjit::kernels::bsa_bwd_hopper" : "attnjit::kernels::bsa_bwd_main", arch);
+  b.field("backend", hopper ? "hopper" : "portable").name("{}");
+  b.field("kernel", "main");
+  typed(b);
+  b.field("sparse_block_size", bs).arg().name("bs{}");
+  // The portable main kernel's query rows per item (the hopper kernel's are fixed).
+  if (!hopper) b.field("block_m", kernels::bsa_bwd_block_m(bs)).arg().name("bm{}");
+  k.main = b.build();
   return k;
 }
 

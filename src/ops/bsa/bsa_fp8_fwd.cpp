@@ -10,6 +10,7 @@
 #include "bsa/bsa_fp8_fwd_params.cuh"
 #include "bsa/bsa_fp8_fwd_hopper_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/bsa/bsa_common.hpp"
 #include "ops/bsa/bsa_fwd_kernel.hpp"
@@ -87,34 +88,23 @@ const char* const kPrepass[] = {"stats", "finalize", "quant_q", "quant_k", "quan
 const char* prepass_name(size_t i, bool hopper) { return hopper && i == 4 ? "quant_v16" : kPrepass[i]; }
 
 jit::KernelSpec prepass_spec(const std::string& which, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kFp8Op;
-  s.template_file = kTemplate;
-  s.entry = fmt::format("attnjit::kernels::bsa8_{}<128>", which);
-  s.fields = {{"backend", "portable"}, {"kernel", which}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.prepass.{}", kFp8Op, which);
-  return s;
+  jit::SpecBuilder b(kFp8Op, kTemplate, "attnjit::kernels::bsa8_" + which, arch);
+  b.field("backend", "portable").name("{}").name("prepass");
+  // The prepass templates take the head dim, 128 for every kernel of this op.
+  b.field("kernel", which).arg(128).name("{}");
+  return b.build();
 }
 
 // The attention kernel: portable (mma.sync on converted fragments) or hopper (FP8 wgmma, sm_90a).
 jit::KernelSpec attention_spec(bool hopper, bool has_nums, int bsz_rank, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kFp8Op;
-  s.template_file = hopper ? "bsa/bsa_fp8_fwd_hopper.cuh" : kTemplate;
-  s.entry = fmt::format("attnjit::kernels::{}<{}, {}>", hopper ? "bsa8_attention_hopper" : "bsa8_attention", has_nums,
-                        bsz_rank);
-  s.fields = {{"backend", hopper ? "hopper" : "portable"},
-              {"kernel", "attention"},
-              {"block_nums", has_nums ? "1" : "0"},
-              {"block_sizes_rank", std::to_string(bsz_rank)}};
-  s.arch = arch;
-  std::string name = hopper ? fmt::format("{}.hopper.attention.e4m3.d128.bs64.bn64", kFp8Op)
-                            : fmt::format("{}.portable.attention.e4m3.d128.bs64.bn32", kFp8Op);
-  if (has_nums) name += ".nums";
-  if (bsz_rank) name += fmt::format(".bsz{}", bsz_rank);
-  s.name = name;
-  return s;
+  jit::SpecBuilder b(kFp8Op, hopper ? "bsa/bsa_fp8_fwd_hopper.cuh" : kTemplate,
+                     hopper ? "attnjit::kernels::bsa8_attention_hopper" : "attnjit::kernels::bsa8_attention", arch);
+  b.field("backend", hopper ? "hopper" : "portable").name("{}");
+  // The name shows the kernels' fixed geometry (e4m3, D 128, 64-row blocks, key tiles of 64 / 32).
+  b.field("kernel", "attention").name("{}").name(hopper ? "e4m3.d128.bs64.bn64" : "e4m3.d128.bs64.bn32");
+  b.field("block_nums", has_nums).arg().name_if(has_nums, "nums");
+  b.field("block_sizes_rank", bsz_rank).arg().name_if(bsz_rank != 0, "bsz{}");
+  return b.build();
 }
 
 std::vector<jit::KernelSpec> specs_for(bool hopper, bool has_nums, int bsz_rank, const std::string& arch) {
@@ -281,7 +271,7 @@ class BsaFp8FwdPlan final : public detail::PlanImpl {
 
   std::string describe() const override {
     std::string s = fmt::format("{} kernel plan:", kFp8Op);
-    for (const auto& k : prepass_) s += " " + k->compiled->spec.describe();
+    for (const auto& k : prepass_) s += fmt::format(" {}", k->compiled->spec.describe());
     return s + " " + attention_->compiled->spec.describe();
   }
 

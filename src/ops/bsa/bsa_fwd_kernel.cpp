@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
@@ -41,41 +42,27 @@ BsaFwdKernelChoice choose_bsa_fwd_kernel(DType dt, int D, int Dv, int bs, bool h
 }
 
 jit::KernelSpec bsa_fwd_kernel_spec(const BsaFwdKernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = "bsa_fwd";
-  s.template_file = "bsa/bsa_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::bsa_fwd<{}, {}, {}, {}, {}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.Dv,
-                        k.BM, k.BN, k.warps, k.has_nums, k.bsz_rank, k.split);
-  s.fields = {{"backend", "portable"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"head_dim_v", std::to_string(k.Dv)},
-              {"sparse_block_size", std::to_string(k.BM)},
-              {"block_n", std::to_string(k.BN)},
-              {"warps", std::to_string(k.warps)},
-              {"block_nums", k.has_nums ? "1" : "0"},
-              {"block_sizes_rank", std::to_string(k.bsz_rank)},
-              {"split", k.split ? "1" : "0"}};
-  s.arch = k.arch;
-  std::string name = fmt::format("bsa_fwd.portable.{}.d{}", dtype_name(k.dtype), k.D);
-  if (k.Dv != k.D) name += fmt::format(".dv{}", k.Dv);
-  name += fmt::format(".bs{}.bn{}", k.BM, k.BN);
-  if (k.has_nums) name += ".nums";
-  if (k.bsz_rank) name += fmt::format(".bsz{}", k.bsz_rank);
-  if (k.split) name += ".split";
-  s.name = name;
-  return s;
+  jit::SpecBuilder b("bsa_fwd", "bsa/bsa_fwd.cuh", "attnjit::kernels::bsa_fwd", k.arch);
+  b.field("backend", "portable").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("head_dim_v", k.Dv).arg().name_if(k.Dv != k.D, "dv{}");
+  b.field("sparse_block_size", k.BM).arg().name("bs{}");
+  b.field("block_n", k.BN).arg().name("bn{}");
+  b.field("warps", k.warps).arg();
+  b.field("block_nums", k.has_nums).arg().name_if(k.has_nums, "nums");
+  b.field("block_sizes_rank", k.bsz_rank).arg().name_if(k.bsz_rank != 0, "bsz{}");
+  b.field("split", k.split).arg().name_if(k.split, "split");
+  return b.build();
 }
 
 jit::KernelSpec bsa_combine_kernel_spec(DType dt, int Dv, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = "bsa_fwd";
-  s.template_file = "bsa/bsa_combine.cuh";
-  s.entry = fmt::format("attnjit::kernels::bsa_combine<{}, {}>", device_type(dt), Dv);
-  s.fields = {{"backend", "portable"}, {"dtype", std::string(dtype_name(dt))}, {"head_dim_v", std::to_string(Dv)}};
-  s.arch = arch;
-  s.name = fmt::format("bsa_fwd.combine.{}.dv{}", dtype_name(dt), Dv);
-  return s;
+  jit::SpecBuilder b("bsa_fwd", "bsa/bsa_combine.cuh", "attnjit::kernels::bsa_combine", arch);
+  b.name("combine");
+  b.field("backend", "portable");
+  b.field("dtype", dtype_name(dt)).arg(device_type(dt)).name("{}");
+  b.field("head_dim_v", Dv).arg().name("dv{}");
+  return b.build();
 }
 
 void check_bsa_backend(const char* op, detail::Backend backend, const std::string& arch) {
@@ -113,21 +100,14 @@ BsaHopperChoice choose_bsa_hopper(const BsaCall& in, const std::string& arch) {
 }
 
 jit::KernelSpec bsa_fwd_hopper_spec(const BsaHopperChoice& k) {
-  jit::KernelSpec s;
-  s.op = "bsa_fwd";
-  s.template_file = "bsa/bsa_fwd_hopper.cuh";
-  s.entry = fmt::format("attnjit::kernels::bsa_fwd_hopper<{}, {}, {}, {}, {}>", device_type(k.dtype), k.D, k.bs,
-                        k.has_nums, k.bsz_rank);
-  s.fields = {{"backend", "hopper"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"sparse_block_size", std::to_string(k.bs)},
-              {"counts", k.has_nums ? "variable" : "fixed"},
-              {"block_sizes_rank", std::to_string(k.bsz_rank)}};
-  s.arch = k.arch;
-  s.name = fmt::format("bsa_fwd.hopper.{}.d{}.bs{}{}{}", dtype_name(k.dtype), k.D, k.bs, k.has_nums ? ".nums" : "",
-                       k.bsz_rank ? fmt::format(".bsz{}", k.bsz_rank) : "");
-  return s;
+  jit::SpecBuilder b("bsa_fwd", "bsa/bsa_fwd_hopper.cuh", "attnjit::kernels::bsa_fwd_hopper", k.arch);
+  b.field("backend", "hopper").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("sparse_block_size", k.bs).arg().name("bs{}");
+  b.field("counts", k.has_nums ? "variable" : "fixed").arg(k.has_nums).name_if(k.has_nums, "nums");
+  b.field("block_sizes_rank", k.bsz_rank).arg().name_if(k.bsz_rank != 0, "bsz{}");
+  return b.build();
 }
 
 std::shared_ptr<const jit::LoadedKernel> load_bsa_fwd_hopper_kernel(OpContext& ctx, const BsaHopperChoice& k,

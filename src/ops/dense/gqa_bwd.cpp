@@ -17,6 +17,7 @@
 #include "dense/gqa_bwd_params.cuh"
 #include "hopper/attention_bwd_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/attention/attention_bwd.hpp"
 #include "ops/attention/attention_kernel.hpp"  // device_type_name
 #include "ops/base/arch.hpp"
@@ -174,45 +175,35 @@ struct BwdKernels {
   jit::KernelSpec prep, main, dq;
 };
 
-jit::KernelSpec spec_of(const std::string& file, const std::string& entry,
-                        std::vector<std::pair<std::string, std::string>> fields, const std::string& name,
-                        const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = file;
-  s.entry = entry;
-  s.fields = std::move(fields);
-  s.arch = arch;
-  s.name = name;
-  return s;
-}
-
 BwdKernels kernel_specs(DType dt, int64_t D, bool causal, bool det, const std::string& arch, bool hopper,
                         bool window = false) {
-  const std::string t(device_type_name(dt)), dn(dtype_name(dt));
-  const std::string backend = hopper ? "hopper" : "portable";
-  auto fields = [&](const char* what, const std::string& be) {
-    return std::vector<std::pair<std::string, std::string>>{
-        {"backend", be}, {"kernel", what}, {"dtype", dn}, {"head_dim", std::to_string(D)}};
+  // The fields every kernel of the backward has after "backend" and "kernel".
+  auto typed = [&](jit::SpecBuilder& b) {
+    b.field("dtype", dtype_name(dt)).arg(device_type_name(dt)).name("{}");
+    b.field("head_dim", D).arg().name("d{}");
+  };
+  // The portable prep and dq kernels: their names put the kernel before the backend.
+  auto helper = [&](const std::string& what) {
+    jit::SpecBuilder b(kOp, "dense/gqa_bwd.cuh", "attnjit::kernels::gqa_bwd_" + what, arch);
+    b.field("backend", "portable").name("{}");
+    b.field("kernel", what).name("{}").before("backend");
+    typed(b);
+    return b.build();
   };
   BwdKernels k;
-  k.prep = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_prep<{}, {}>", t, D), fields("prep", "portable"),
-                   fmt::format("{}.prep.portable.{}.d{}", kOp, dn, D), arch);
-  k.dq = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_dq<{}, {}>", t, D), fields("dq", "portable"),
-                 fmt::format("{}.dq.portable.{}.d{}", kOp, dn, D), arch);
-  auto main_fields = fields("main", backend);
-  main_fields.push_back({"causal", causal ? "1" : "0"});
-  main_fields.push_back({"deterministic", det ? "1" : "0"});
-  if (window) main_fields.push_back({"window", "1"});
-  const std::string suffix = fmt::format("{}{}{}", causal ? ".causal" : "", window ? ".window" : "", det ? ".det" : "");
-  // The window flag is the templates' last parameter (default false), named only when set.
-  const std::string targs = fmt::format("{}, {}, {}, {}{}", t, D, causal, det, window ? ", true" : "");
-  if (hopper)
-    k.main = spec_of("dense/gqa_bwd_hopper.cuh", fmt::format("attnjit::kernels::gqa_bwd_hopper<{}>", targs), main_fields,
-                     fmt::format("{}.hopper.{}.d{}{}", kOp, dn, D, suffix), arch);
-  else
-    k.main = spec_of("dense/gqa_bwd.cuh", fmt::format("attnjit::kernels::gqa_bwd_main<{}>", targs), main_fields,
-                     fmt::format("{}.portable.{}.d{}{}", kOp, dn, D, suffix), arch);
+  k.prep = helper("prep");
+  k.dq = helper("dq");
+  jit::SpecBuilder b(kOp, hopper ? "dense/gqa_bwd_hopper.cuh" : "dense/gqa_bwd.cuh",
+                     hopper ? "attnjit::kernels::gqa_bwd_hopper" : "attnjit::kernels::gqa_bwd_main", arch);
+  b.field("backend", hopper ? "hopper" : "portable").name("{}");
+  b.field("kernel", "main");
+  typed(b);
+  b.field("causal", causal).arg().name_if(causal, "causal");
+  b.field("deterministic", det).arg().name_if(det, "det");
+  // The window flag is the templates' last parameter (default false), a field only when set; its name
+  // segment comes before ".det".
+  if (window) b.field("window", true).arg().name("window").before("deterministic");
+  k.main = b.build();
   return k;
 }
 

@@ -11,6 +11,7 @@
 
 #include "indexer/fp8_lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/indexer/fp8_reference.hpp"
@@ -156,33 +157,25 @@ struct Fp8IndexerChoice {
 };
 
 jit::KernelSpec main_kernel_spec(const Fp8IndexerChoice& k) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/fp8_lightning_indexer.cuh";
-  s.entry = fmt::format("attnjit::kernels::fp8_lightning_indexer<{}, {}, {}, {}, {}>", k.D, k.HG,
-                        k.dtype == DType::kBF16 ? "true" : "false", k.kappa ? "true" : "false", k.clean ? "true" : "false");
-  s.fields = {{"backend", "portable"},
-              {"kernel", "logits"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"heads_per_group", std::to_string(k.HG)},
-              {"kappa", k.kappa ? "1" : "0"},
-              {"clean_logits", k.clean ? "1" : "0"}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.portable.{}.d{}.hg{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HG,
-                       k.dtype == DType::kE4M3 && k.kappa ? ".scale" : "", k.clean ? ".clean" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/fp8_lightning_indexer.cuh", "attnjit::kernels::fp8_lightning_indexer", k.arch);
+  b.field("backend", "portable").name("{}");
+  b.field("kernel", "logits");
+  // The template takes "bf16 keys" after the head dims.
+  b.field("dtype", dtype_name(k.dtype)).arg(k.dtype == DType::kBF16).before("kappa").name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("heads_per_group", k.HG).arg().name("hg{}");
+  b.field("kappa", k.kappa).arg().name_if(k.dtype == DType::kE4M3 && k.kappa, "scale");
+  b.field("clean_logits", k.clean).arg().name_if(k.clean, "clean");
+  return b.build();
 }
 
 jit::KernelSpec quant_kernel_spec(int D, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/fp8_lightning_indexer.cuh";
-  s.entry = fmt::format("attnjit::kernels::fp8_indexer_quantise_keys<{}>", D);
-  s.fields = {{"backend", "portable"}, {"kernel", "quantise_keys"}, {"dtype", "bf16"}, {"head_dim", std::to_string(D)}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.quantise-keys.bf16.d{}", kOp, D);
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/fp8_lightning_indexer.cuh", "attnjit::kernels::fp8_indexer_quantise_keys", arch);
+  b.field("backend", "portable").name("{}");
+  b.field("kernel", "quantise_keys").name("quantise-keys");
+  b.field("dtype", "bf16").name("{}");
+  b.field("head_dim", D).arg().name("d{}");
+  return b.build();
 }
 
 Fp8IndexerChoice choose(const Fp8IndexerCall& call, bool clean, const std::string& arch) {

@@ -12,6 +12,7 @@
 #include "indexer/lightning_indexer_hopper_params.cuh"
 #include "indexer/lightning_indexer_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
@@ -228,58 +229,44 @@ KernelChoice choose(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H,
   return k;
 }
 
+// The fields of the fused kernel, the same on both backends after "backend".
+void fused_fields(jit::SpecBuilder& b, const KernelChoice& k) {
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("head_tile", k.HP).arg().name("h{}");
+  b.field("topk", k.topk).arg().name("k{}");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("packed", k.packed).arg().name_if(k.packed, "packed");
+}
+
 jit::KernelSpec kernel_spec(const KernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/lightning_indexer.cuh";
-  s.entry = fmt::format("attnjit::kernels::lightning_indexer<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
-                        k.HP, k.topk, k.causal, k.packed);
-  s.fields = {{"backend", "portable"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"head_tile", std::to_string(k.HP)},
-              {"topk", std::to_string(k.topk)},
-              {"causal", k.causal ? "1" : "0"},
-              {"packed", k.packed ? "1" : "0"}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.portable.{}.d{}.h{}.k{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HP, k.topk,
-                       k.causal ? ".causal" : "", k.packed ? ".packed" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/lightning_indexer.cuh", "attnjit::kernels::lightning_indexer", k.arch);
+  b.field("backend", "portable").name("{}");
+  fused_fields(b, k);
+  return b.build();
 }
 
 // The slab path's score kernel: dtype, D, causal, packed (H, topk, compress_ratio, shapes are launch
 // arguments).
 jit::KernelSpec big_scores_spec(const KernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/lightning_indexer_big.cuh";
-  s.entry = fmt::format("attnjit::kernels::lightning_indexer_big_scores<{}, {}, {}, {}>", device_type_name(k.dtype),
-                        k.D, k.causal, k.packed);
-  s.fields = {{"backend", "portable"},
-              {"kernel", "slab_scores"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"causal", k.causal ? "1" : "0"},
-              {"packed", k.packed ? "1" : "0"}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.portable.slab-scores.{}.d{}{}{}", kOp, dtype_name(k.dtype), k.D, k.causal ? ".causal" : "",
-                       k.packed ? ".packed" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/lightning_indexer_big.cuh", "attnjit::kernels::lightning_indexer_big_scores", k.arch);
+  b.field("backend", "portable").name("{}");
+  b.field("kernel", "slab_scores").name("slab-scores");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("packed", k.packed).arg().name_if(k.packed, "packed");
+  return b.build();
 }
 
 // The slab path's selection kernel: causal, packed (topk is a launch argument).
 jit::KernelSpec big_select_spec(const KernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/lightning_indexer_big.cuh";
-  s.entry = fmt::format("attnjit::kernels::lightning_indexer_big_select<{}, {}>", k.causal, k.packed);
-  s.fields = {{"backend", "portable"},
-              {"kernel", "slab_select"},
-              {"causal", k.causal ? "1" : "0"},
-              {"packed", k.packed ? "1" : "0"}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.portable.slab-select{}{}", kOp, k.causal ? ".causal" : "", k.packed ? ".packed" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/lightning_indexer_big.cuh", "attnjit::kernels::lightning_indexer_big_select", k.arch);
+  b.field("backend", "portable").name("{}");
+  b.field("kernel", "slab_select").name("slab-select");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("packed", k.packed).arg().name_if(k.packed, "packed");
+  return b.build();
 }
 
 std::vector<jit::KernelSpec> specs_for(const KernelChoice& k) {
@@ -345,22 +332,10 @@ KernelChoice choose_hopper(const IndexerConfig& cfg, DType dtype, int64_t D, int
 }
 
 jit::KernelSpec hopper_kernel_spec(const KernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/lightning_indexer_hopper.cuh";
-  s.entry = fmt::format("attnjit::kernels::lightning_indexer_hopper<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype),
-                        k.D, k.HP, k.topk, k.causal, k.packed);
-  s.fields = {{"backend", "hopper"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"head_tile", std::to_string(k.HP)},
-              {"topk", std::to_string(k.topk)},
-              {"causal", k.causal ? "1" : "0"},
-              {"packed", k.packed ? "1" : "0"}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.hopper.{}.d{}.h{}.k{}{}{}", kOp, dtype_name(k.dtype), k.D, k.HP, k.topk,
-                       k.causal ? ".causal" : "", k.packed ? ".packed" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/lightning_indexer_hopper.cuh", "attnjit::kernels::lightning_indexer_hopper", k.arch);
+  b.field("backend", "hopper").name("{}");
+  fused_fields(b, k);
+  return b.build();
 }
 
 // The fields both kernel paths take from a validated device call: tensors, strides, sizes, the weight

@@ -8,6 +8,7 @@
 
 #include "indexer/topk_select_params.cuh"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/indexer/fp8_reference.hpp"
@@ -86,14 +87,10 @@ TopkSelectCall validate(const TensorArgs& args, Placement placement, int64_t top
 }
 
 jit::KernelSpec kernel_spec(bool window, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "indexer/topk_select.cuh";
-  s.entry = fmt::format("attnjit::kernels::topk_select<{}>", window ? "true" : "false");
-  s.fields = {{"backend", "portable"}, {"window", window ? "1" : "0"}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable{}", kOp, window ? ".window" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "indexer/topk_select.cuh", "attnjit::kernels::topk_select", arch);
+  b.field("backend", "portable").name("{}");
+  b.field("window", window).arg().name_if(window, "window");
+  return b.build();
 }
 
 void check_backend(detail::Backend backend, const std::string& arch) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "kv_cache/paged_kv_write_params.cuh"
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
@@ -132,17 +133,12 @@ std::string_view device_type_name(DType dt) {
 }
 
 jit::KernelSpec kernel_spec(DType dt, DType cache_dt, int64_t D, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "kv_cache/paged_kv_write.cuh";
-  s.entry = fmt::format("attnjit::kernels::paged_kv_write<{}, {}, {}>", device_type_name(dt), device_type_name(cache_dt), D);
-  s.fields = {{"backend", "portable"},
-              {"dtype", std::string(dtype_name(dt))},
-              {"cache_dtype", std::string(dtype_name(cache_dt))},
-              {"head_dim", std::to_string(D)}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.{}.{}.d{}", kOp, dtype_name(dt), dtype_name(cache_dt), D);
-  return s;
+  jit::SpecBuilder b(kOp, "kv_cache/paged_kv_write.cuh", "attnjit::kernels::paged_kv_write", arch);
+  b.field("backend", "portable").name("{}");
+  b.field("dtype", dtype_name(dt)).arg(device_type_name(dt)).name("{}");
+  b.field("cache_dtype", dtype_name(cache_dt)).arg(device_type_name(cache_dt)).name("{}");
+  b.field("head_dim", D).arg().name("d{}");
+  return b.build();
 }
 
 // The one GPU kernel of this op is the portable one: a scatter copy has no use for wgmma or TMA, and

@@ -7,6 +7,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/attention/attention_kernel.hpp"  // device_type_name
 #include "ops/attention/split_kv.hpp"
 #include "ops/base/arch.hpp"
@@ -92,26 +93,18 @@ LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bo
 }
 
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) {
-  const char* backend = k.hopper ? "hopper" : "portable";
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh";
-  s.entry = fmt::format("attnjit::kernels::{}<{}, {}, {}, {}, {}, {}{}>", k.hopper ? "latent_decode_hopper" : "latent_decode",
-                        device_type_name(k.dtype), k.D, k.tail, k.mode, k.stages, k.split,
-                        k.hopper ? fmt::format(", {}", k.bn) : "");
-  s.fields = {{"backend", backend},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"tail_dim", std::to_string(k.tail)},
-              {"kv_mode", mode_name(k.mode)},
-              {"stages", std::to_string(k.stages)},
-              {"split", k.split ? "1" : "0"}};
-  if (k.hopper) s.fields.push_back({"block_n", std::to_string(k.bn)});
-  s.arch = k.arch;
-  s.name = fmt::format("{}.{}.{}.d{}.t{}.{}.s{}{}{}", op, backend, dtype_name(k.dtype), k.D, k.tail, mode_name(k.mode),
-                       k.stages, k.hopper && k.bn != kernels::kLatentHopperBN ? fmt::format(".bn{}", k.bn) : "",
-                       k.split ? ".split" : "");
-  return s;
+  jit::SpecBuilder b(op, k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh",
+                     k.hopper ? "attnjit::kernels::latent_decode_hopper" : "attnjit::kernels::latent_decode", k.arch);
+  b.field("backend", k.hopper ? "hopper" : "portable").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("tail_dim", k.tail).arg().name("t{}");
+  b.field("kv_mode", mode_name(k.mode)).arg(k.mode).name("{}");
+  b.field("stages", k.stages).arg().name("s{}");
+  b.field("split", k.split).arg().name_if(k.split, "split");
+  // Only the hopper kernel has a key-tile parameter; the name shows it where it is not the default.
+  if (k.hopper) b.field("block_n", k.bn).arg().name_if(k.bn != kernels::kLatentHopperBN, "bn{}").before("split");
+  return b.build();
 }
 
 std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D, int tail, int mode, bool combine,
@@ -271,7 +264,7 @@ class LatentDecodePlan final : public detail::PlanImpl {
     std::string d = fmt::format("{} kernel plan (kv_splits {}):", op_,
                                 kv_splits_ == kLatentAutoSplits ? std::string("auto") : std::to_string(kv_splits_));
     for (const auto* k : {single_kernel_.get(), split_kernel_.get(), combine_kernel_.get()})
-      if (k) d += " " + k->compiled->spec.describe();
+      if (k) d += fmt::format(" {}", k->compiled->spec.describe());
     return d;
   }
 

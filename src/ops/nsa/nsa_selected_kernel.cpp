@@ -9,6 +9,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "jit/kernel_cache.hpp"
 #include "nsa/nsa_selected_fwd_params.cuh"
 #include "ops/attention/attention_kernel.hpp"  // device_type_name
@@ -149,34 +150,22 @@ SelectedKernelChoice choose_selected_kernel(const char* op, DType dtype, int64_t
 }
 
 jit::KernelSpec selected_kernel_spec(const char* op, const SelectedKernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.arch = k.arch;
+  jit::SpecBuilder b(op, k.hopper ? "nsa/nsa_selected_fwd_hopper.cuh" : "nsa/nsa_selected_fwd.cuh",
+                     k.hopper ? "attnjit::kernels::nsa_selected_fwd_hopper" : "attnjit::kernels::nsa_selected_fwd", k.arch);
+  b.field("backend", k.hopper ? "hopper" : "portable").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
   if (k.hopper) {
-    s.template_file = "nsa/nsa_selected_fwd_hopper.cuh";
-    s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd_hopper<{}, {}, {}, {}>", device_type_name(k.dtype), k.D,
-                          k.heads(), k.stages);
-    s.fields = {{"backend", "hopper"},
-                {"dtype", std::string(dtype_name(k.dtype))},
-                {"head_dim", std::to_string(k.D)},
-                {"heads", std::to_string(k.heads())},
-                {"stages", std::to_string(k.stages)}};
-    s.name = fmt::format("{}.hopper.{}.d{}.h{}.s{}", op, dtype_name(k.dtype), k.D, k.heads(), k.stages);
-    return s;
+    b.field("heads", k.heads()).arg().name("h{}");
+    b.field("stages", k.stages).arg().name("s{}");
+  } else {
+    // The template takes the row groups (warps); the key names the rows they hold.
+    b.field("rows", 16 * k.warps).arg(k.warps).name("m{}");
+    b.field("block_n", k.bn).arg().name("bn{}");
+    b.field("stages", k.stages).arg().name_glued("s{}");
+    b.field("key_split", k.ksplit).arg().name_glued("k{}");
   }
-  s.template_file = "nsa/nsa_selected_fwd.cuh";
-  s.entry = fmt::format("attnjit::kernels::nsa_selected_fwd<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
-                        k.warps, k.bn, k.stages, k.ksplit);
-  s.fields = {{"backend", "portable"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"rows", std::to_string(16 * k.warps)},
-              {"block_n", std::to_string(k.bn)},
-              {"stages", std::to_string(k.stages)},
-              {"key_split", std::to_string(k.ksplit)}};
-  s.name = fmt::format("{}.portable.{}.d{}.m{}.bn{}s{}k{}", op, dtype_name(k.dtype), k.D, 16 * k.warps, k.bn, k.stages,
-                       k.ksplit);
-  return s;
+  return b.build();
 }
 
 std::vector<jit::KernelSpec> selected_warmup_specs(const char* op, DType dtype, int D, const std::string& arch) {

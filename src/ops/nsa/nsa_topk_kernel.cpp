@@ -8,6 +8,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "jit/kernel_cache.hpp"
 #include "nsa/nsa_topk_params.cuh"
 #include "ops/attention/attention_kernel.hpp"  // device_type_name
@@ -111,21 +112,16 @@ TopkKernelChoice choose_topk_kernel(const char* op, DType dtype, int64_t D, int6
 }
 
 jit::KernelSpec topk_kernel_spec(const char* op, const TopkKernelChoice& k) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = k.hopper ? "nsa/nsa_topk_hopper.cuh" : "nsa/nsa_topk.cuh";
-  s.entry = fmt::format("attnjit::kernels::nsa_topk<{}, {}, {}, {}, {}, {}{}>", device_type_name(k.dtype), k.D,
-                        k.tokens, k.bn, k.stages, k.window, k.hopper ? ", true" : "");
-  const char* backend = k.hopper ? "hopper" : "portable";
-  s.fields = {{"backend", backend},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"tokens", std::to_string(k.tokens)},
-              {"tile", fmt::format("{}x{}x{}", k.bn, k.stages, k.window)}};
-  s.arch = k.arch;
-  s.name = fmt::format("{}.{}.{}.d{}.t{}.bn{}s{}w{}", op, backend, dtype_name(k.dtype), k.D, k.tokens, k.bn, k.stages,
-                       k.window);
-  return s;
+  jit::SpecBuilder b(op, k.hopper ? "nsa/nsa_topk_hopper.cuh" : "nsa/nsa_topk.cuh", "attnjit::kernels::nsa_topk", k.arch);
+  // The hopper instantiation sets the template's last parameter.
+  b.field("backend", k.hopper ? "hopper" : "portable").name("{}").arg_if(k.hopper, true).after("tile");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("tokens", k.tokens).arg().name("t{}");
+  b.field("tile", fmt::format("{}x{}x{}", k.bn, k.stages, k.window))
+      .arg(k.bn).arg(k.stages).arg(k.window)
+      .name(fmt::format("bn{}s{}w{}", k.bn, k.stages, k.window));
+  return b.build();
 }
 
 std::vector<jit::KernelSpec> topk_warmup_specs(const char* op, DType dtype, int D, const std::string& arch) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
 #include "ops/base/launch.hpp"
@@ -59,27 +60,16 @@ HopperDecodeChoice choose_hopper_decode(const GqaConfig& gqa, const PagedAttenti
 }
 
 jit::KernelSpec hopper_decode_kernel_spec(const char* op, const HopperDecodeChoice& k) {
-  jit::KernelSpec s;
-  s.op = op;
-  s.template_file = "paged/paged_decode_hopper.cuh";
-  s.entry = fmt::format("attnjit::kernels::paged_decode_hopper<{}, {}, {}, {}, {}, {}>", device_type_name(k.dtype), k.D,
-                        k.causal, k.window, k.softcap, k.batched);
-  s.fields = {{"backend", "hopper"},
-              {"dtype", std::string(dtype_name(k.dtype))},
-              {"head_dim", std::to_string(k.D)},
-              {"causal", k.causal ? "1" : "0"},
-              {"window", k.window ? "1" : "0"},
-              {"softcap", k.softcap ? "1" : "0"},
-              {"batched", k.batched ? "1" : "0"},
-              {"path", "decode"}};
-  s.arch = k.arch;
-  std::string name = fmt::format("{}.hopper.decode.{}.d{}", op, dtype_name(k.dtype), k.D);
-  if (k.causal) name += ".causal";
-  if (k.window) name += ".window";
-  if (k.softcap) name += ".softcap";
-  if (k.batched) name += ".batched";
-  s.name = name;
-  return s;
+  jit::SpecBuilder b(op, "paged/paged_decode_hopper.cuh", "attnjit::kernels::paged_decode_hopper", k.arch);
+  b.field("backend", "hopper").name("{}");
+  b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+  b.field("head_dim", k.D).arg().name("d{}");
+  b.field("causal", k.causal).arg().name_if(k.causal, "causal");
+  b.field("window", k.window).arg().name_if(k.window, "window");
+  b.field("softcap", k.softcap).arg().name_if(k.softcap, "softcap");
+  b.field("batched", k.batched).arg().name_if(k.batched, "batched");
+  b.field("path", "decode").name("{}").before("dtype");
+  return b.build();
 }
 
 std::shared_ptr<const jit::LoadedKernel> load_hopper_decode_kernel(OpContext& ctx, const char* op,

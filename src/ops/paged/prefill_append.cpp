@@ -20,6 +20,7 @@
 
 #include "attnjit/error.hpp"
 #include "jit/cuda_driver.hpp"
+#include "jit/spec_builder.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
 #include "ops/attention/attention_math.hpp"
@@ -412,20 +413,13 @@ void reference_run(const AppendConfig& cfg, const AppendCall& call) {
 // ---- Kernels.
 
 jit::KernelSpec append_kernel_spec(DType q_dtype, DType cache_dtype, int64_t D, bool rope, const std::string& arch) {
-  jit::KernelSpec s;
-  s.op = kOp;
-  s.template_file = "paged/prefill_append.cuh";
-  s.entry = fmt::format("attnjit::kernels::prefill_append<{}, {}, {}, {}>", device_type_name(q_dtype), device_type_name(cache_dtype),
-                        D, rope);
-  s.fields = {{"backend", "portable"},
-              {"q_dtype", std::string(dtype_name(q_dtype))},
-              {"cache_dtype", std::string(dtype_name(cache_dtype))},
-              {"head_dim", std::to_string(D)},
-              {"fuse_rope", rope ? "1" : "0"}};
-  s.arch = arch;
-  s.name = fmt::format("{}.portable.append.{}.cache-{}.d{}{}", kOp, dtype_name(q_dtype), dtype_name(cache_dtype), D,
-                       rope ? ".rope" : "");
-  return s;
+  jit::SpecBuilder b(kOp, "paged/prefill_append.cuh", "attnjit::kernels::prefill_append", arch);
+  b.field("backend", "portable").name("{}").name("append");
+  b.field("q_dtype", dtype_name(q_dtype)).arg(device_type_name(q_dtype)).name("{}");
+  b.field("cache_dtype", dtype_name(cache_dtype)).arg(device_type_name(cache_dtype)).name("cache-{}");
+  b.field("head_dim", D).arg().name("d{}");
+  b.field("fuse_rope", rope).arg().name_if(rope, "rope");
+  return b.build();
 }
 
 AttentionKernelChoice attention_choice(const AppendConfig& cfg, DType q_dtype, DType cache_dtype, int64_t D,
