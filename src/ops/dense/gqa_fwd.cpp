@@ -1,5 +1,6 @@
-// gqa_fwd and gqa_varlen_fwd (SPEC.md §2.7, §2.8): configuration, validation, kernel choice, launch
-// geometry, and the kernel and reference plans.
+// gqa_fwd and gqa_varlen_fwd (SPEC.md §2.7, §2.8): configuration, validation, the content checks and
+// kernel parameters both backends share, backend and kernel choice, the reference plan and the warm-up
+// matrix. The kernel plans: gqa_fwd_portable.cpp, gqa_fwd_hopper.cpp.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
 #include "ops/attention/gqa_call.hpp"
+#include "ops/dense/gqa_fwd_plans.hpp"
 #include "ops/dense/reference.hpp"
 #include "ops/base/host_copy.hpp"
 #include "ops/base/op.hpp"
@@ -261,10 +263,8 @@ GqaCall validate_gqa_call(const GqaConfig& cfg, const TensorArgs& args, Placemen
   return call;
 }
 
-namespace {
-
 // validate_inputs: the caller contract of §2.7/§2.8 on host copies of the contract-bearing tensors.
-void check_contents(const GqaConfig& cfg, const GqaCall& call, void* stream) {
+void check_gqa_contents(const GqaConfig& cfg, const GqaCall& call, void* stream) {
   const char* op = cfg.op_name();
   detail::prepare_content_checks(op, call.device, stream);
   auto fail = [&](std::string_view arg, const std::string& what) {
@@ -313,7 +313,7 @@ void check_contents(const GqaConfig& cfg, const GqaCall& call, void* stream) {
 }
 
 // The kernel parameters both backends share.
-kernels::GqaFwdParams gqa_params(const GqaConfig& cfg_, const GqaCall& call) {
+kernels::GqaFwdParams gqa_fwd_params(const GqaConfig& cfg_, const GqaCall& call) {
   kernels::GqaFwdParams p{};
   fill_common_params(p, cfg_, *call.q, *call.o, cfg_.varlen, call.scale, call.H, call.H_kv);
   const int sd = cfg_.varlen ? 0 : 1;  // first token axis
@@ -347,72 +347,7 @@ kernels::GqaFwdParams gqa_params(const GqaConfig& cfg_, const GqaCall& call) {
   return p;
 }
 
-class GqaFwdPortablePlan final : public detail::PlanImpl {
- public:
-  GqaFwdPortablePlan(const GqaConfig& cfg, AttentionKernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
-      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    if (call.in_dtype != choice_.q_dtype || call.compute_dtype != choice_.compute_dtype || call.D != choice_.D ||
-        (call.sinks != nullptr) != choice_.sinks || call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "sinks {}, {}; build a plan for the new signature", cfg_.op_name(),
-                                        kernel_->compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
-                                        call.sinks != nullptr, device_name(call.device)));
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    kernels::GqaFwdParams p = gqa_params(cfg_, call);
-    launch_attention(cfg_.op_name(), *kernel_, choice_, p, call.B, cfg_.varlen ? call.T_q : call.S_q, call.H, call.H_kv,
-                     stream);
-  }
-
-  std::string describe() const override {
-    return fmt::format("{} kernel plan: {}", cfg_.op_name(), kernel_->compiled->spec.describe());
-  }
-
- private:
-  GqaConfig cfg_;
-  AttentionKernelChoice choice_;
-  std::shared_ptr<const jit::LoadedKernel> kernel_;
-};
-
-// The hopper backend's plan: the same parameters plus TMA maps of k and v, encoded per call.
-class GqaFwdHopperPlan final : public detail::PlanImpl {
- public:
-  GqaFwdHopperPlan(const GqaConfig& cfg, HopperAttentionChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
-      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    if (call.in_dtype != choice_.dtype || call.compute_dtype != choice_.dtype || call.D != choice_.D ||
-        (call.sinks != nullptr) != choice_.sinks || call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "sinks {}, {}; build a plan for the new signature", cfg_.op_name(),
-                                        kernel_->compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
-                                        call.sinks != nullptr, device_name(call.device)));
-    if (const std::string gap = hopper_kv_gap(*call.k, *call.v, cfg_.varlen); !gap.empty())
-      throw_hopper_gap(cfg_.op_name(), gap);
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    kernels::GqaFwdHopperParams hp{};
-    hp.p = gqa_params(cfg_, call);
-    encode_hopper_kv_maps(cfg_.op_name(), hp, choice_, *call.k, *call.v, cfg_.varlen);
-    launch_hopper_attention(cfg_.op_name(), *kernel_, choice_, hp, call.B, cfg_.varlen ? call.T_q : call.S_q, call.H,
-                            call.H_kv, stream);
-  }
-
-  std::string describe() const override {
-    return fmt::format("{} kernel plan: {}", cfg_.op_name(), kernel_->compiled->spec.describe());
-  }
-
- private:
-  GqaConfig cfg_;
-  HopperAttentionChoice choice_;
-  std::shared_ptr<const jit::LoadedKernel> kernel_;
-};
+namespace {
 
 class GqaFwdOp final : public detail::OpInstance {
  public:
@@ -433,7 +368,7 @@ class GqaFwdOp final : public detail::OpInstance {
       return cached("reference", tensors, [&] {
         return reference_plan(cfg_.op_name(), [cfg = cfg_](const TensorArgs& t, void* stream) {
           const GqaCall call = validate_gqa_call(cfg, t, Placement::kHost);
-          if (cfg.validate_inputs) check_contents(cfg, call, stream);
+          if (cfg.validate_inputs) check_gqa_contents(cfg, call, stream);
           reference::gqa_forward(cfg, call);
         });
       });
@@ -451,12 +386,12 @@ class GqaFwdOp final : public detail::OpInstance {
       if (auto_backend ? auto_hopper : use_hopper(call, arch)) {
         HopperAttentionChoice choice = choose_hopper(call, arch);
         auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-        return std::make_shared<GqaFwdHopperPlan>(cfg_, std::move(choice), std::move(kernel));
+        return make_gqa_fwd_hopper_plan(cfg_, std::move(choice), std::move(kernel));
       }
       check_attention_backend(cfg_.op_name(), backend_, arch);
       AttentionKernelChoice choice = choose(call, arch);
       auto kernel = load_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-      return std::make_shared<GqaFwdPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+      return make_gqa_fwd_portable_plan(cfg_, std::move(choice), std::move(kernel));
     });
   }
 

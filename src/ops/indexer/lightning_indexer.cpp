@@ -1,5 +1,6 @@
-// lightning_indexer (SPEC.md §2.1): configuration, validation, kernel choice, launch geometry, and the
-// kernel and reference plans.
+// lightning_indexer (SPEC.md §2.1): configuration, validation, backend and kernel choice, the reference and
+// topk = 0 plans, and the warm-up matrix. The kernel plans: lightning_indexer_portable.cpp (fused and slab
+// path), lightning_indexer_hopper.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "ops/base/arch.hpp"
 #include "ops/base/op_helpers.hpp"
 #include "ops/attention/attention_kernel.hpp"
+#include "ops/indexer/lightning_indexer_plans.hpp"
 #include "ops/indexer/reference.hpp"
 #include "ops/base/host_copy.hpp"
 #include "ops/base/op.hpp"
@@ -26,23 +28,17 @@
 #include "ops/base/launch.hpp"
 #include "ops/base/backend.hpp"
 
-namespace attnjit::ops {
+// (device_type_name, tma_gap and encode_tma_rows come from ops/attention/attention_kernel.hpp.)
 
-namespace {
+namespace attnjit::ops::lightning {
 
 using detail::ArgChecker;
 using detail::Placement;
 
-constexpr const char* kOp = "lightning_indexer";
+namespace {
+
 constexpr int64_t kMaxT = int64_t{1} << 20;
 
-struct IndexerConfig {
-  int64_t topk = 0;
-  bool causal = false;
-  int64_t compress_ratio = 1;
-  bool deterministic = false;
-  bool validate_inputs = false;
-};
 
 [[noreturn]] void param_error(std::string_view name, const std::string& what) {
   throw InvalidArgument(fmt::format("{}: param: {}: {}", kOp, name, what));
@@ -67,14 +63,7 @@ IndexerConfig parse_config(const detail::ConfigReader& r) {
   return c;
 }
 
-// A validated call.
-struct IndexerCall {
-  const TensorRef *q = nullptr, *k = nullptr, *weights = nullptr, *indices = nullptr;
-  const TensorRef *cu_seqlens = nullptr, *cu_seqlens_k = nullptr;
-  DType dtype = DType::kBF16;
-  int64_t B = 0, T = 0, H = 0, D = 0, S = 0, N = 0;
-  Device device{};
-};
+}  // namespace
 
 IndexerCall validate(const IndexerConfig& cfg, const TensorArgs& args, Placement placement) {
   ArgChecker c(kOp, args, placement);
@@ -165,7 +154,6 @@ IndexerCall validate(const IndexerConfig& cfg, const TensorArgs& args, Placement
   return call;
 }
 
-// validate_inputs: the caller contract of §2.1 (packed offsets) on host copies.
 void check_contents(const IndexerConfig& cfg, const IndexerCall& call, void* stream) {
   if (!call.cu_seqlens) return;
   detail::prepare_content_checks(kOp, call.device, stream);
@@ -194,23 +182,24 @@ void check_contents(const IndexerConfig& cfg, const IndexerCall& call, void* str
   }
 }
 
-// (device_type_name, tma_gap and encode_tma_rows come from ops/dense/attention_kernel.hpp.)
+std::string hopper_k_gap(const IndexerCall& call) {
+  if (call.S == 0) return "";
+  return tma_gap("k", call.k->data, {{call.k->shape[0], call.k->strides[0]}, {call.k->shape[1], call.k->strides[1]}});
+}
 
-struct KernelChoice {
-  DType dtype = DType::kBF16;
-  int D = 0, HP = 0;
-  int64_t topk = 0;
-  bool causal = false, packed = false;
-  // The two-kernel slab path (templates/indexer/lightning_indexer_big.cuh): taken exactly when the fused
-  // kernel's candidate buffers cannot hold topk for (D, HP) (geo.R == 0), or when ATTNJIT_TUNE_LI_FORCE_SLAB
-  // asks for it (tests only).
-  bool slab = false;
-  kernels::LightningIndexerGeometry geo{};
-  // The hopper kernel (templates/indexer/lightning_indexer_hopper.cuh): wgmma scores, TMA K ring.
-  bool hopper = false;
-  kernels::LightningIndexerHopperGeometry hgeo{};
-  std::string arch;
-};
+
+void check_signature(const IndexerCall& call, const KernelChoice& choice, const jit::LoadedKernel& kernel) {
+  const bool packed = call.cu_seqlens != nullptr;
+  if (call.dtype != choice.dtype || call.D != choice.D ||
+      kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice.HP || packed != choice.packed ||
+      call.device.index != kernel.device)
+    throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
+                                      "H {}, packed {}, {}; build a plan for the new signature", kOp,
+                                      kernel.compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H, packed,
+                                      device_name(call.device)));
+}
+
+namespace {
 
 // force_slab (Tuning::li_force_slab, ATTNJIT_TUNE_LI_FORCE_SLAB; tests only) sends the plan to the slab
 // path even where the fused kernel fits, so that small shapes exercise it under compute-sanitizer.
@@ -309,13 +298,6 @@ std::string hopper_gap(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t
   return "";
 }
 
-// Why k cannot be the hopper kernel's TMA source ("" when it can): a 16-byte aligned base, and token and
-// batch strides positive multiples of 16 bytes (no broadcast batch). An empty k (S = 0) is never loaded.
-std::string hopper_k_gap(const IndexerCall& call) {
-  if (call.S == 0) return "";
-  return tma_gap("k", call.k->data, {{call.k->shape[0], call.k->strides[0]}, {call.k->shape[1], call.k->strides[1]}});
-}
-
 KernelChoice choose_hopper(const IndexerConfig& cfg, DType dtype, int64_t D, int64_t H, bool packed,
                            const std::string& arch) {
   KernelChoice k;
@@ -337,245 +319,6 @@ jit::KernelSpec hopper_kernel_spec(const KernelChoice& k) {
   fused_fields(b, k);
   return b.build();
 }
-
-// The fields both kernel paths take from a validated device call: tensors, strides, sizes, the weight
-// scale 1 / sqrt(H * D). Refuses a batch beyond the 65535 their grids take.
-template <typename Params>
-void fill_call_params(Params& p, const IndexerConfig& cfg, const IndexerCall& call) {
-  if (call.B > 65535)
-    throw Unsupported(fmt::format("{}: unsupported: q: batch {} exceeds the 65535 this kernel's grid takes", kOp, call.B));
-  const bool packed = call.cu_seqlens != nullptr;
-  p.q = call.q->data;
-  p.k = call.k->data;
-  p.weights = call.weights->data;
-  p.indices = static_cast<int*>(call.indices->data);
-  p.cu_seqlens = packed ? static_cast<const int*>(call.cu_seqlens->data) : nullptr;
-  p.cu_seqlens_k = packed ? static_cast<const int*>(call.cu_seqlens_k->data) : nullptr;
-  p.q_sb = call.q->strides[0];
-  p.q_st = call.q->strides[1];
-  p.q_sh = call.q->strides[2];
-  p.k_sb = call.k->strides[0];
-  p.k_ss = call.k->strides[1];
-  p.w_sb = call.weights->strides[0];
-  p.w_st = call.weights->strides[1];
-  p.w_sh = call.weights->strides[2];
-  p.T = static_cast<int>(call.T);
-  p.S = static_cast<int>(call.S);
-  p.H = static_cast<int>(call.H);
-  p.N = static_cast<int>(call.N);
-  p.compress_ratio = static_cast<int>(cfg.compress_ratio);
-  p.inv_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(call.H * call.D)));
-}
-
-// A fused plan's kernel was compiled for the call's dtype, D, head tile, packing and device: any other
-// call needs a new plan.
-void check_signature(const IndexerCall& call, const KernelChoice& choice, const jit::LoadedKernel& kernel) {
-  const bool packed = call.cu_seqlens != nullptr;
-  if (call.dtype != choice.dtype || call.D != choice.D ||
-      kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice.HP || packed != choice.packed ||
-      call.device.index != kernel.device)
-    throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                      "H {}, packed {}, {}; build a plan for the new signature", kOp,
-                                      kernel.compiled->spec.describe(), dtype_name(call.dtype), call.D, call.H, packed,
-                                      device_name(call.device)));
-}
-
-class LightningIndexerPortablePlan final : public detail::PlanImpl {
- public:
-  LightningIndexerPortablePlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
-      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    check_signature(call, choice_, *kernel_);
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    if (call.B == 0) return;
-    kernels::LightningIndexerParams p{};
-    fill_call_params(p, cfg_, call);
-    Launch lc;
-    lc.grid_x = static_cast<unsigned>((call.T + choice_.geo.R - 1) / choice_.geo.R);
-    lc.grid_y = static_cast<unsigned>(call.B);
-    lc.grid_z = 1;
-    lc.threads = kernels::kLightningIndexerThreads;
-    lc.smem_bytes = static_cast<unsigned>(choice_.geo.smem_bytes);
-    lc.stream = stream;
-    void* args[] = {&p};
-    launch_kernel(kernel_->function, lc, args, "lightning_indexer: cuLaunchKernelEx");
-  }
-
-  std::string describe() const override {
-    return fmt::format("{} kernel plan: {} (R {}, BN {}, CAP {}, {} B shared memory)", kOp,
-                       kernel_->compiled->spec.describe(), choice_.geo.R, choice_.geo.BN, choice_.geo.CAP,
-                       choice_.geo.smem_bytes);
-  }
-
- private:
-  IndexerConfig cfg_;
-  KernelChoice choice_;
-  std::shared_ptr<const jit::LoadedKernel> kernel_;
-};
-
-// The hopper backend's fused kernel: the portable kernel's parameters plus the TMA map of k, encoded per call.
-class LightningIndexerHopperPlan final : public detail::PlanImpl {
- public:
-  LightningIndexerHopperPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> kernel)
-      : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    check_signature(call, choice_, *kernel_);
-    if (const std::string gap = hopper_k_gap(call); !gap.empty())
-      throw_hopper_gap(kOp, gap);
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    if (call.B == 0) return;
-    kernels::LightningIndexerHopperParams hp{};
-    fill_call_params(hp.p, cfg_, call);
-    // NOTE: with no candidates (S = 0) no CTA loads a tile, and k may have no address to encode.
-    if (call.S > 0)
-      encode_tma_rows(kOp, "k", hp.k_map, call.dtype, call.k->data, call.D, 1, call.S, call.B, 0, call.k->strides[1],
-                      call.B > 1 ? call.k->strides[0] : call.k->strides[1] * call.S, kernels::kLiHopperBN);
-    Launch lc;
-    lc.grid_x = static_cast<unsigned>((call.T + choice_.hgeo.R - 1) / choice_.hgeo.R);
-    lc.grid_y = static_cast<unsigned>(call.B);
-    lc.grid_z = 1;
-    lc.threads = kernels::kLiHopperThreads;
-    lc.smem_bytes = static_cast<unsigned>(choice_.hgeo.smem_bytes);
-    lc.stream = stream;
-    void* args[] = {&hp};
-    launch_kernel(kernel_->function, lc, args, "lightning_indexer: cuLaunchKernelEx (hopper)");
-  }
-
-  std::string describe() const override {
-    return fmt::format("{} kernel plan: {} (R {}, COLS {}, BN {}, CAP {}, {} B shared memory)", kOp,
-                       kernel_->compiled->spec.describe(), choice_.hgeo.R, choice_.hgeo.COLS, kernels::kLiHopperBN,
-                       choice_.hgeo.CAP, choice_.hgeo.smem_bytes);
-  }
-
- private:
-  IndexerConfig cfg_;
-  KernelChoice choice_;
-  std::shared_ptr<const jit::LoadedKernel> kernel_;
-};
-
-// The slab path's row chunks (SPEC.md §1.3: from shapes and topk only, never from tensor contents). A row
-// has at most max_cand candidates: S without offsets; with offsets min(S, T), since a document's span is
-// its query length // compress_ratio (caller contract) and lies inside the pool. When max_cand <= topk no
-// row needs scores: only the selection kernel runs (it writes 0..|C|-1, -1...) and there is no slab.
-// Otherwise chunks of chunk_rows flattened rows b * T + t, each row's scores at a pitch of max_cand
-// rounded up to 4 floats, in a slab of at most kLiBigSlabBytes (256 MiB; max_cand <= 2^20 keeps at least
-// 64 rows per chunk).
-struct SlabLayout {
-  int64_t max_cand = 0, pitch = 0, rows = 0, chunk_rows = 0;
-  bool scores = false;
-  size_t bytes = 0;
-};
-
-SlabLayout slab_layout(const IndexerConfig& cfg, const IndexerCall& call) {
-  SlabLayout l;
-  l.max_cand = call.cu_seqlens ? std::min(call.S, call.T) : call.S;
-  l.scores = l.max_cand > cfg.topk;
-  l.pitch = (l.max_cand + 3) / 4 * 4;
-  l.rows = call.B * call.T;
-  constexpr int64_t kMaxChunkRows = int64_t{1} << 30;  // grid.x of the selection launch
-  l.chunk_rows = l.scores ? std::max<int64_t>(1, kernels::kLiBigSlabBytes / (l.pitch * 4)) : l.rows;
-  l.chunk_rows = std::min({l.chunk_rows, l.rows, kMaxChunkRows});
-  l.bytes = l.scores ? static_cast<size_t>(l.chunk_rows) * static_cast<size_t>(l.pitch) * sizeof(float) : 0;
-  return l;
-}
-
-// The two-kernel path for a topk the fused kernel cannot hold: per chunk of rows, the score kernel fills
-// the plan's workspace slab and the selection kernel reads it (templates/indexer/lightning_indexer_big.cuh).
-class LightningIndexerSlabPlan final : public detail::PlanImpl {
- public:
-  LightningIndexerSlabPlan(const IndexerConfig& cfg, KernelChoice choice, std::shared_ptr<const jit::LoadedKernel> scores,
-           std::shared_ptr<const jit::LoadedKernel> select, int device)
-      : cfg_(cfg), choice_(std::move(choice)), scores_(std::move(scores)), select_(std::move(select)),
-        ws_(kOp, device) {}
-
-  void prepare(const TensorArgs& tensors) const override {
-    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const SlabLayout l = slab_layout(cfg_, call);
-    if (call.B > 0 && l.bytes) ws_.reserve(l.bytes);
-  }
-  std::size_t workspace_bytes() const override { return ws_.bytes(); }
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const IndexerCall call = validate(cfg_, tensors, Placement::kDevice);
-    const bool packed = call.cu_seqlens != nullptr;
-    if (call.dtype != choice_.dtype || call.D != choice_.D ||
-        kernels::lightning_indexer_head_tile(static_cast<int>(call.H)) != choice_.HP || packed != choice_.packed ||
-        call.device.index != scores_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}, head tile {}), "
-                                        "got dtype {}, D {}, H {}, packed {}, {}; build a plan for the new signature",
-                                        kOp, scores_->compiled->spec.describe(), choice_.HP, dtype_name(call.dtype),
-                                        call.D, call.H, packed, device_name(call.device)));
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
-    if (cfg_.validate_inputs) check_contents(cfg_, call, stream);
-    if (call.B == 0) return;
-    const SlabLayout l = slab_layout(cfg_, call);
-    const kernels::LiBigScoreGeometry geo = kernels::li_big_score_geometry(choice_.D, static_cast<int>(call.H));
-    kernels::LightningIndexerBigParams p{};
-    fill_call_params(p, cfg_, call);
-    p.slab_pitch = l.pitch;
-    p.topk = static_cast<int>(cfg_.topk);
-    p.max_cand = static_cast<int>(l.max_cand);
-    p.tokens = geo.tokens;
-    // NOTE: the workspace lease (and its cross-stream ordering) is taken only when there are scores to stage.
-    if (!l.scores) {
-      launch_chunks(p, l, geo, call.T, stream);
-      return;
-    }
-    auto lease = ws_.acquire(l.bytes, stream);
-    p.slab = reinterpret_cast<float*>(lease.ptr());
-    launch_chunks(p, l, geo, call.T, stream);
-  }
-
-  std::string describe() const override {
-    return fmt::format("{} slab plan ({}): {} + {}, row chunks in a workspace of at most {} MiB ({} B reserved)", kOp,
-                       choice_.geo.R >= 1 ? "forced by ATTNJIT_TUNE_LI_FORCE_SLAB"
-                                          : fmt::format("topk {} beyond the fused kernel's buffers", choice_.topk),
-                       scores_->compiled->spec.describe(), select_->compiled->spec.describe(),
-                       kernels::kLiBigSlabBytes >> 20, ws_.bytes());
-  }
-
- private:
-  // Per chunk of rows: the score kernel (when any row can need scores), then the selection kernel.
-  void launch_chunks(kernels::LightningIndexerBigParams& p, const SlabLayout& l, const kernels::LiBigScoreGeometry& geo,
-                     int64_t T, void* stream) const {
-    Launch sc;  // score kernel: (token groups, candidate tiles, batch elements of the chunk)
-    sc.grid_x = static_cast<unsigned>((std::min(l.chunk_rows, T) + geo.tokens - 1) / geo.tokens);
-    sc.grid_y = static_cast<unsigned>((l.max_cand + kernels::kLiBigScoreTileN - 1) / kernels::kLiBigScoreTileN);
-    sc.threads = kernels::kLiBigScoreThreads;
-    sc.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
-    sc.stream = stream;
-    Launch se;  // selection kernel: one CTA per row of the chunk
-    se.threads = kernels::kLiBigSelectThreads;
-    se.stream = stream;
-    void* args[] = {&p};
-    for (int64_t r0 = 0; r0 < l.rows; r0 += l.chunk_rows) {
-      p.row_begin = r0;
-      p.row_end = std::min(l.rows, r0 + l.chunk_rows);
-      if (l.scores) {
-        sc.grid_z = static_cast<unsigned>((p.row_end - 1) / T - p.row_begin / T + 1);
-        launch_kernel(scores_->function, sc, args,
-                  "lightning_indexer: cuLaunchKernelEx (slab scores)");
-      }
-      se.grid_x = static_cast<unsigned>(p.row_end - p.row_begin);
-      launch_kernel(select_->function, se, args,
-                "lightning_indexer: cuLaunchKernelEx (slab select)");
-    }
-  }
-
-  IndexerConfig cfg_;
-  KernelChoice choice_;
-  std::shared_ptr<const jit::LoadedKernel> scores_, select_;
-  mutable detail::PlanWorkspace ws_;
-};
 
 // topk = 0: an empty last axis; the call is validated and nothing is launched.
 class LightningIndexerEmptyPlan final : public detail::PlanImpl {
@@ -639,7 +382,7 @@ class LightningIndexerOp final : public detail::OpInstance {
             KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
             auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
             require_dynamic_smem(kOp, *kernel, kernel->compiled->spec, choice.hgeo.smem_bytes);
-            return std::make_shared<LightningIndexerHopperPlan>(cfg_, std::move(choice), std::move(kernel));
+            return make_hopper_plan(cfg_, std::move(choice), std::move(kernel));
           }
           check_backend(arch);
           if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
@@ -653,8 +396,7 @@ class LightningIndexerOp final : public detail::OpInstance {
             const int smem =
                 std::max(kernels::kLiBigSmemBudget, kernels::li_big_score_geometry(choice.D, choice.HP).smem_bytes);
             require_dynamic_smem(kOp, *scores, scores->compiled->spec, smem);
-            return std::make_shared<LightningIndexerSlabPlan>(cfg_, std::move(choice), std::move(scores),
-                                                              std::move(select), call.device.index);
+            return make_slab_plan(cfg_, std::move(choice), std::move(scores), std::move(select), call.device.index);
           }
           auto kernel = ctx_.kernels().loaded(kernel_spec(choice), call.device.index);
           if (choice.geo.smem_bytes > kernel->max_dynamic_smem_bytes)
@@ -663,7 +405,7 @@ class LightningIndexerOp final : public detail::OpInstance {
                                           kOp, kernel->compiled->spec.describe(), choice.geo.smem_bytes,
                                           kernel->max_dynamic_smem_bytes));
           set_max_dynamic_smem(*kernel, choice.geo.smem_bytes);
-          return std::make_shared<LightningIndexerPortablePlan>(cfg_, std::move(choice), std::move(kernel));
+          return make_portable_plan(cfg_, std::move(choice), std::move(kernel));
         });
   }
 
@@ -683,7 +425,7 @@ class LightningIndexerOp final : public detail::OpInstance {
 
 }  // namespace
 
-}  // namespace attnjit::ops
+}  // namespace attnjit::ops::lightning
 
 namespace attnjit::detail {
 
@@ -691,36 +433,36 @@ OpDefinition lightning_indexer_definition() {
   // The shape (H = 64, D = 128, topk 2048) in both dtypes, causal and not, plus topk 64 / D 64
   // and a packed causal kernel, and the slab path's two kernels for bf16 D 128 causal (any topk beyond the
   // fused kernel's buffers); other configurations compile on first use.
-  return ops::op_definition<ops::LightningIndexerOp>(ops::kOp, [](const std::string& arch) {
+  return ops::op_definition<ops::lightning::LightningIndexerOp>(ops::lightning::kOp, [](const std::string& arch) {
     std::vector<jit::KernelSpec> specs;
-    ops::IndexerConfig cfg;
+    ops::lightning::IndexerConfig cfg;
     for (DType dt : {DType::kBF16, DType::kF16})
       for (bool causal : {false, true}) {
         cfg.causal = causal;
         for (auto [D, topk] : {std::pair<int64_t, int64_t>{128, 2048}, std::pair<int64_t, int64_t>{64, 64}}) {
           cfg.topk = topk;
-          specs.push_back(ops::kernel_spec(ops::choose(cfg, dt, D, 64, false, arch)));
+          specs.push_back(ops::lightning::kernel_spec(ops::lightning::choose(cfg, dt, D, 64, false, arch)));
         }
       }
     cfg.causal = true;
     cfg.topk = 2048;
-    specs.push_back(ops::kernel_spec(ops::choose(cfg, DType::kBF16, 128, 64, true, arch)));
+    specs.push_back(ops::lightning::kernel_spec(ops::lightning::choose(cfg, DType::kBF16, 128, 64, true, arch)));
     // The slab path (topk beyond the fused kernel's buffers): bf16 D 128 causal scores and their selection.
     cfg.topk = 65536;
-    const ops::KernelChoice big = ops::choose(cfg, DType::kBF16, 128, 64, false, arch);
-    specs.push_back(ops::big_scores_spec(big));
-    specs.push_back(ops::big_select_spec(big));
+    const ops::lightning::KernelChoice big = ops::lightning::choose(cfg, DType::kBF16, 128, 64, false, arch);
+    specs.push_back(ops::lightning::big_scores_spec(big));
+    specs.push_back(ops::lightning::big_select_spec(big));
     // The hopper kernel where the target has it (sm_90a): the shape in both dtypes, causal and not,
     // and bf16 causal packed.
     cfg.topk = 2048;
-    if (ops::hopper_gap(cfg, DType::kBF16, 128, 64, arch).empty()) {
+    if (ops::lightning::hopper_gap(cfg, DType::kBF16, 128, 64, arch).empty()) {
       for (DType dt : {DType::kBF16, DType::kF16})
         for (bool causal : {false, true}) {
           cfg.causal = causal;
-          specs.push_back(ops::hopper_kernel_spec(ops::choose_hopper(cfg, dt, 128, 64, false, arch)));
+          specs.push_back(ops::lightning::hopper_kernel_spec(ops::lightning::choose_hopper(cfg, dt, 128, 64, false, arch)));
         }
       cfg.causal = true;
-      specs.push_back(ops::hopper_kernel_spec(ops::choose_hopper(cfg, DType::kBF16, 128, 64, true, arch)));
+      specs.push_back(ops::lightning::hopper_kernel_spec(ops::lightning::choose_hopper(cfg, DType::kBF16, 128, 64, true, arch)));
     }
     return specs;
   });

@@ -12,6 +12,7 @@
 #include "ops/base/arch.hpp"
 #include "ops/base/backend.hpp"
 #include "ops/base/tma.hpp"
+#include "ops/nsa/nsa_compressed_fwd_plans.hpp"
 
 namespace attnjit::ops::nsa {
 
@@ -45,15 +46,6 @@ HopperAttentionChoice hopper_choice(const CompressedConfig& cfg, DType dtype, in
   return k;
 }
 
-// Why k_cmp and v_cmp cannot be TMA sources ("" when they can).
-std::string tma_inputs_gap(const CompressedCall& c) {
-  for (auto [name, t] : {std::pair{"k_cmp", c.k_cmp}, std::pair{"v_cmp", c.v_cmp}}) {
-    const std::string gap = tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}});
-    if (!gap.empty()) return gap;
-  }
-  return "";
-}
-
 // 'hopper' takes the hopper kernel or fails naming why; 'auto' takes it wherever it serves the call.
 bool use_hopper(const char* op, detail::Backend backend, const CompressedCall& c, const std::string& arch) {
   // The call's strides are part of the gap, so 'hopper' fails at plan time on a broadcast k_cmp.
@@ -66,6 +58,17 @@ bool use_hopper(const char* op, detail::Backend backend, const CompressedCall& c
       [] { return true; });
 }
 
+}  // namespace
+
+// Why k_cmp and v_cmp cannot be TMA sources ("" when they can).
+std::string tma_inputs_gap(const CompressedCall& c) {
+  for (auto [name, t] : {std::pair{"k_cmp", c.k_cmp}, std::pair{"v_cmp", c.v_cmp}}) {
+    const std::string gap = tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}});
+    if (!gap.empty()) return gap;
+  }
+  return "";
+}
+
 void check_static(const char* op, const CompressedCall& c) {
   if (const std::string gap = compressed_kernel_gap(c.DK, c.DV); !gap.empty())
     throw Unsupported(fmt::format("{}: unsupported: impl 'kernel': {}; use impl 'reference' (CPU)", op, gap));
@@ -75,6 +78,7 @@ void check_static(const char* op, const CompressedCall& c) {
     throw Unsupported(fmt::format("{}: unsupported: T * (H / H_kv) = {} * {} beyond 2^30 packed rows per KV head", op,
                                   c.T, c.group()));
 }
+
 
 kernels::GqaFwdParams compressed_params(const CompressedConfig& cfg, const CompressedCall& c) {
   kernels::GqaFwdParams p{};
@@ -97,84 +101,6 @@ kernels::GqaFwdParams compressed_params(const CompressedConfig& cfg, const Compr
   p.cmp_bs = static_cast<int>(std::min<int64_t>(cfg.bs, std::numeric_limits<int>::max()));
   return p;
 }
-
-// What a plan was built for; execute() refuses calls with another static signature.
-struct Signature {
-  DType dtype = DType::kBF16;
-  int64_t D = 0;
-  int device = 0;
-  bool operator==(const Signature&) const = default;
-};
-Signature signature_of(const CompressedCall& c) { return {c.dtype, c.DK, c.device.index}; }
-
-class NsaCompressedPlanBase : public detail::PlanImpl {
- public:
-  NsaCompressedPlanBase(const char* op, const CompressedConfig& cfg, const CompressedCall& call,
-                     std::shared_ptr<const jit::LoadedKernel> kernel)
-      : op_(op), cfg_(cfg), sig_(signature_of(call)), kernel_(std::move(kernel)) {}
-
-  std::string describe() const override {
-    return fmt::format("{} kernel plan: {}", op_, kernel_->compiled->spec.describe());
-  }
-
- protected:
-  // Revalidates, checks the signature and (validate_inputs) the metadata; binds the device.
-  CompressedCall prepare(const TensorArgs& tensors, void* stream) const {
-    const CompressedCall c = validate_compressed_call(tensors, detail::Placement::kDevice);
-    if (!(signature_of(c) == sig_))
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({} D {} cuda:{}), got "
-                                        "{} D {} cuda:{}; build a plan for the new signature",
-                                        op_, dtype_name(sig_.dtype), sig_.D, sig_.device, dtype_name(c.dtype), c.DK,
-                                        c.device.index));
-    check_static(op_, c);
-    jit::CudaDriver::get().bind_device(sig_.device);
-    if (cfg_.validate_inputs) check_meta_contents(op_, c.meta, c.T, cfg_.bs, c.C, c.device, stream);
-    return c;
-  }
-
-  const char* op_;
-  CompressedConfig cfg_;
-  Signature sig_;
-  std::shared_ptr<const jit::LoadedKernel> kernel_;
-};
-
-class NsaCompressedPortablePlan final : public NsaCompressedPlanBase {
- public:
-  NsaCompressedPortablePlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, AttentionKernelChoice k,
-                         std::shared_ptr<const jit::LoadedKernel> kernel)
-      : NsaCompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const CompressedCall c = prepare(tensors, stream);
-    if (c.T == 0) return;
-    launch_attention(op_, *kernel_, choice_, compressed_params(cfg_, c), c.meta.N, c.T, c.H, c.H_kv, stream);
-  }
-
- private:
-  AttentionKernelChoice choice_;
-};
-
-class NsaCompressedHopperPlan final : public NsaCompressedPlanBase {
- public:
-  NsaCompressedHopperPlan(const char* op, const CompressedConfig& cfg, const CompressedCall& call, HopperAttentionChoice k,
-                       std::shared_ptr<const jit::LoadedKernel> kernel)
-      : NsaCompressedPlanBase(op, cfg, call, std::move(kernel)), choice_(std::move(k)) {}
-
-  void execute(const TensorArgs& tensors, void* stream) const override {
-    const CompressedCall c = prepare(tensors, stream);
-    if (const std::string gap = tma_inputs_gap(c); !gap.empty()) throw_hopper_gap(op_, gap);
-    if (c.T == 0) return;
-    kernels::GqaFwdHopperParams hp{};
-    hp.p = compressed_params(cfg_, c);
-    encode_hopper_kv_maps(op_, hp, choice_, *c.k_cmp, *c.v_cmp, /*packed=*/true);
-    launch_hopper_attention(op_, *kernel_, choice_, hp, c.meta.N, c.T, c.H, c.H_kv, stream);
-  }
-
- private:
-  HopperAttentionChoice choice_;
-};
-
-}  // namespace
 
 std::string compressed_kernel_gap(int64_t DK, int64_t DV) {
   if (DK != DV) return fmt::format("the kernels take DK = DV, got DK {} and DV {}", DK, DV);
@@ -210,11 +136,11 @@ std::shared_ptr<const detail::PlanImpl> make_compressed_plan(OpContext& ctx, con
   if (hopper) {
     HopperAttentionChoice k = hopper_choice(cfg, call.dtype, call.DK, arch);
     auto kernel = load_hopper_attention_kernel(ctx, op, k, call.device.index);
-    return std::make_shared<NsaCompressedHopperPlan>(op, cfg, call, std::move(k), std::move(kernel));
+    return make_compressed_hopper_plan(op, cfg, call, std::move(k), std::move(kernel));
   }
   AttentionKernelChoice k = portable_choice(op, cfg, call.dtype, call.DK, arch);
   auto kernel = load_attention_kernel(ctx, op, k, call.device.index);
-  return std::make_shared<NsaCompressedPortablePlan>(op, cfg, call, std::move(k), std::move(kernel));
+  return make_compressed_portable_plan(op, cfg, call, std::move(k), std::move(kernel));
 }
 
 }  // namespace attnjit::ops::nsa

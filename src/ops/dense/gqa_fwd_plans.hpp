@@ -1,0 +1,26 @@
+// gqa_fwd and gqa_varlen_fwd inside the op: what gqa_fwd.cpp (the op) and the kernel plans of
+// gqa_fwd_portable.cpp and gqa_fwd_hopper.cpp share. Not for other ops.
+#pragma once
+#include <memory>
+
+#include "dense/gqa_fwd_params.cuh"
+#include "jit/kernel_cache.hpp"
+#include "ops/attention/attention_kernel.hpp"
+#include "ops/attention/gqa_call.hpp"
+#include "ops/base/op.hpp"
+
+namespace attnjit::ops {
+
+// validate_inputs: the caller contract of §2.7/§2.8 on host copies of the contract-bearing tensors.
+void check_gqa_contents(const GqaConfig& cfg, const GqaCall& call, void* stream);
+// The kernel parameters both backends share.
+kernels::GqaFwdParams gqa_fwd_params(const GqaConfig& cfg, const GqaCall& call);
+
+// The portable backend's plan over `kernel`, the instantiation of `choice`.
+std::shared_ptr<const detail::PlanImpl> make_gqa_fwd_portable_plan(const GqaConfig& cfg, AttentionKernelChoice choice,
+                                                                   std::shared_ptr<const jit::LoadedKernel> kernel);
+// The hopper backend's plan over `kernel`, the instantiation of `choice`.
+std::shared_ptr<const detail::PlanImpl> make_gqa_fwd_hopper_plan(const GqaConfig& cfg, HopperAttentionChoice choice,
+                                                                 std::shared_ptr<const jit::LoadedKernel> kernel);
+
+}  // namespace attnjit::ops
