@@ -5,9 +5,11 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "attnjit/error.hpp"
 #include "ops/base/arch.hpp"
+#include "ops/base/context.hpp"
 #include "ops/base/op.hpp"
 
 namespace attnjit::ops {
@@ -45,5 +47,38 @@ bool pick_hopper(std::string_view op, detail::Backend backend, StaticGap static_
   }
   return gap.empty() && auto_ok();
 }
+
+// The per-call backend pick in an op's plan_for(), for ops with both backends: 'auto' picks the backend
+// per call (so the pick is part of the plan-cache signature: auto_hopper()); an explicit backend reads the
+// arch and picks (which for 'hopper' may throw) only when a plan is built (hopper(), arch() in the build).
+// `use_hopper(arch)` is the op's pick for the call, e.g. through pick_hopper().
+template <class UseHopper>
+class BackendPick {
+ public:
+  BackendPick(OpContext& ctx, detail::Backend backend, int device, UseHopper use_hopper)
+      : ctx_(ctx), device_(device), per_call_(backend == detail::Backend::kAuto), use_hopper_(std::move(use_hopper)) {
+    if (per_call_) {
+      arch_ = ctx_.arch_for_device(device_);
+      auto_hopper_ = use_hopper_(arch_);
+    }
+  }
+
+  // For the signature: whether 'auto' took the hopper backend for this call (false for an explicit backend).
+  bool auto_hopper() const { return auto_hopper_; }
+  // When the plan is built: whether it takes the hopper backend, and the arch it compiles for.
+  bool hopper() { return per_call_ ? auto_hopper_ : use_hopper_(arch()); }
+  const std::string& arch() {
+    if (arch_.empty()) arch_ = ctx_.arch_for_device(device_);
+    return arch_;
+  }
+
+ private:
+  OpContext& ctx_;
+  int device_;
+  bool per_call_;
+  UseHopper use_hopper_;
+  std::string arch_;
+  bool auto_hopper_ = false;
+};
 
 }  // namespace attnjit::ops

@@ -389,15 +389,12 @@ class BsaBwdOp final : public detail::OpInstance {
         });
       });
     const BsaCall& c = call.base;
-    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature; an explicit
-    // backend reads the arch and picks (which, for 'hopper', may throw) only when a plan is built.
-    const bool auto_backend = backend_ == detail::Backend::kAuto;
-    std::string arch = auto_backend ? ctx_.arch_for_device(c.device.index) : std::string();
-    const bool auto_hopper = auto_backend && use_hopper(backend_, call, arch);
-    std::string sig = fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, auto_hopper);
+    BackendPick pick(ctx_, backend_, c.device.index,
+                     [&](const std::string& arch) { return use_hopper(backend_, call, arch); });
+    std::string sig = fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, pick.auto_hopper());
     return cached(std::move(sig), tensors, [&] {
-      if (!auto_backend) arch = ctx_.arch_for_device(c.device.index);
-      const bool hopper = auto_backend ? auto_hopper : use_hopper(backend_, call, arch);
+      const std::string& arch = pick.arch();
+      const bool hopper = pick.hopper();
       if (!hopper) check_portable(arch);
       const BwdKernels specs = kernel_specs(c.dtype, c.D, static_cast<int>(c.bs), arch, hopper);
       const int dev = c.device.index;

@@ -112,16 +112,12 @@ class BsaFwdOp final : public detail::OpInstance {
         });
       });
     const BsaCall& in = call.in;
-    // 'auto' picks the backend per call (use_hopper), so the pick is part of the signature; an explicit
-    // backend reads the arch and picks (which, for 'hopper', may throw) only when a plan is built.
-    const bool auto_backend = backend_ == detail::Backend::kAuto;
-    std::string arch = auto_backend ? ctx_.arch_for_device(in.device.index) : std::string();
-    const bool auto_hopper = auto_backend && use_hopper(in, arch);
+    BackendPick pick(ctx_, backend_, in.device.index, [&](const std::string& arch) { return use_hopper(in, arch); });
     std::string sig = fmt::format("{}.{}.{}.{}.{}.{}.{}.{}", static_cast<int>(in.dtype), in.D, in.D_v,
-                                  in.nums != nullptr, in.block_sizes_rank, in.device.index, in.bs, auto_hopper);
+                                  in.nums != nullptr, in.block_sizes_rank, in.device.index, in.bs, pick.auto_hopper());
     return cached(std::move(sig), tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
-      if (!auto_backend) arch = ctx_.arch_for_device(in.device.index);
-      if (auto_backend ? auto_hopper : use_hopper(in, arch))
+      const std::string& arch = pick.arch();
+      if (pick.hopper())
         return make_fwd_hopper_plan(ctx_, cfg_, call, arch);
       check_bsa_backend(kOp, backend_, arch);
       return make_fwd_portable_plan(ctx_, cfg_, call, arch);

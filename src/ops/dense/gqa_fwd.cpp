@@ -372,18 +372,14 @@ class GqaFwdOp final : public detail::OpInstance {
           reference::gqa_forward(cfg, call);
         });
       });
-    // The backend 'auto' chooses per call (use_hopper), so the choice is part of the signature; an
-    // explicit backend reads the arch and makes its choice (which, for 'hopper', may throw) only when a
-    // plan is built.
-    const bool auto_backend = backend_ == detail::Backend::kAuto;
-    std::string arch = auto_backend ? ctx_.arch_for_device(call.device.index) : std::string();
-    const bool auto_hopper = auto_backend && use_hopper(call, arch);
+    BackendPick pick(ctx_, backend_, call.device.index,
+                     [&](const std::string& arch) { return use_hopper(call, arch); });
     std::string sig =
         fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.in_dtype), static_cast<int>(call.compute_dtype), call.D,
-                    call.sinks != nullptr, call.device.index, auto_hopper);
+                    call.sinks != nullptr, call.device.index, pick.auto_hopper());
     return cached(std::move(sig), tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
-      if (!auto_backend) arch = ctx_.arch_for_device(call.device.index);
-      if (auto_backend ? auto_hopper : use_hopper(call, arch)) {
+      const std::string& arch = pick.arch();
+      if (pick.hopper()) {
         HopperAttentionChoice choice = choose_hopper(call, arch);
         auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
         return make_gqa_fwd_hopper_plan(cfg_, std::move(choice), std::move(kernel));

@@ -365,19 +365,17 @@ class LightningIndexerOp final : public detail::OpInstance {
                                        *call.indices, cfg.topk, cfg.causal, cfg.compress_ratio);
         });
       });
-    // The backend 'auto' may choose per call (use_hopper: k's strides), so the choice is part of the signature
-    // (and made here, once); 'hopper' and 'portable' choose from the signature alone (or fail naming why),
-    // when the plan is built.
-    const bool per_call = backend_ == detail::Backend::kAuto;
-    std::string arch = per_call ? ctx_.arch_for_device(call.device.index) : std::string();
-    const bool auto_hopper = per_call && use_hopper(call, arch);
+    // use_hopper: 'auto' may choose per call from k's strides; 'hopper' and 'portable' choose from the
+    // signature alone (or fail naming why).
+    BackendPick pick(ctx_, backend_, call.device.index,
+                     [&](const std::string& arch) { return use_hopper(call, arch); });
     return cached(
         fmt::format("{}.{}.{}.{}.{}.{}", static_cast<int>(call.dtype), call.D,
                     kernels::lightning_indexer_head_tile(static_cast<int>(call.H)), call.cu_seqlens != nullptr,
-                    call.device.index, auto_hopper),
+                    call.device.index, pick.auto_hopper()),
         tensors, [&]() -> std::shared_ptr<const detail::PlanImpl> {
-          if (!per_call) arch = ctx_.arch_for_device(call.device.index);
-          if (per_call ? auto_hopper : use_hopper(call, arch)) {
+          const std::string& arch = pick.arch();
+          if (pick.hopper()) {
             if (cfg_.topk == 0) return std::make_shared<LightningIndexerEmptyPlan>(cfg_, Placement::kDevice);
             KernelChoice choice = choose_hopper(cfg_, call.dtype, call.D, call.H, call.cu_seqlens != nullptr, arch);
             auto kernel = ctx_.kernels().loaded(hopper_kernel_spec(choice), call.device.index);
