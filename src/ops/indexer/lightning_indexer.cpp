@@ -39,7 +39,6 @@ namespace {
 
 constexpr int64_t kMaxT = int64_t{1} << 20;
 
-
 [[noreturn]] void param_error(std::string_view name, const std::string& what) {
   throw InvalidArgument(fmt::format("{}: param: {}: {}", kOp, name, what));
 }
@@ -186,7 +185,6 @@ std::string hopper_k_gap(const IndexerCall& call) {
   if (call.S == 0) return "";
   return tma_gap("k", call.k->data, {{call.k->shape[0], call.k->strides[0]}, {call.k->shape[1], call.k->strides[1]}});
 }
-
 
 void check_signature(const IndexerCall& call, const KernelChoice& choice, const jit::LoadedKernel& kernel) {
   const bool packed = call.cu_seqlens != nullptr;

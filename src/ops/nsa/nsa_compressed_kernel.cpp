@@ -79,7 +79,6 @@ void check_static(const char* op, const CompressedCall& c) {
                                   c.T, c.group()));
 }
 
-
 kernels::GqaFwdParams compressed_params(const CompressedConfig& cfg, const CompressedCall& c) {
   kernels::GqaFwdParams p{};
   fill_common_params(p, attention_config(cfg), *c.q, *c.o, /*q_packed=*/true, static_cast<float>(cfg.scale), c.H, c.H_kv);
