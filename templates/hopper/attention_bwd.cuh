@@ -24,13 +24,27 @@
 // (two CTAs per SM, one consumer warpgroup each).
 // dQ accumulates with fp32 atomics: not bitwise deterministic, except under a deterministic schedule,
 // where one thread per CTA waits for the slot's turn before its reduce-add and passes it on after the
-// add completed.
+// add completed, checked one slot later (before its next wait), so the add's latency is off the path.
 #pragma once
 #include "common/attention_bwd.cuh"
 #include "hopper/attention_bwd_params.cuh"
 #include "hopper/attention_core.cuh"  // hold_regs, sm90.cuh
 
 namespace attnjit::kernels {
+
+// Deterministic dQ: passes the turn of schedule slot g once this CTA's reduce-adds into it are done (not
+// only read): every bulk group issued so far has completed, the proxy fence orders those writes before
+// this thread's generic accesses, and the release reduction orders them before the turn. One thread
+// issued every add, so a release suffices; the full fence.sc of attn_bwd_pass_turn (__threadfence) cost
+// 3-13% of the deterministic kernel's time on the H100 (2026-12-06).
+template <typename Sched>
+__device__ __forceinline__ void attn_bwd_pass_prev_turn(const Sched& sched, int g) {
+  int h, m0;
+  sched.slot_at(g, h, m0);
+  bulk_wait<0>();
+  fence_proxy_async_global();
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sched.sem(h, m0)) : "memory");
+}
 
 template <typename T, int D, int BS, typename Sched>
 __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& hp, const Sched& sched) {
@@ -281,7 +295,11 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
         named_barrier(1, NWG * 128);
         if (threadIdx.x == 0) {
           if constexpr (Sched::kDeterministic) {
-            // This slot's dQ adds wait for the key blocks before this one, in key-block order.
+            // The previous slot's turn passes only now, a slot's compute after its reduce-add was issued,
+            // so waiting for that add to complete costs nothing here; it passes before this slot's wait,
+            // so no CTA holds one turn while it waits for another. This slot's dQ adds then wait for the
+            // key blocks before this one, in key-block order.
+            if (g > 0) attn_bwd_pass_prev_turn(sched, g - 1);
             attn_bwd_wait_turn(sched.sem(h, m0), sched.turn(m0));
             fence_proxy_async_global();
           }
@@ -292,12 +310,6 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
 #pragma unroll
             for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, smem_addr(sDq + pi * (64 * D * 4) + j * (64 * 128)));
           bulk_commit();
-          if constexpr (Sched::kDeterministic) {
-            // The slot's adds are done (not only read) before the next key block's turn.
-            bulk_wait<0>();
-            fence_proxy_async_global();
-            attn_bwd_pass_turn(sched.sem(h, m0));
-          }
         }
       }
       fence_regs(dv);
@@ -308,7 +320,10 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       // another lane's arrival).
       mbar_arrive(empty(s));
     }
-    if (L.dq_tma() && threadIdx.x == 0) bulk_wait<0>();  // the last reduce-add is done (and its tile read)
+    if (L.dq_tma() && threadIdx.x == 0) {
+      bulk_wait<0>();  // the last reduce-add is done (and its tile read)
+      if constexpr (Sched::kDeterministic) attn_bwd_pass_prev_turn(sched, n_slots - 1);
+    }
   }
 
   // dK = scale * sum dS^T q, dV = sum P^T do for this thread's key rows < S_kv (zeros when unselected).
