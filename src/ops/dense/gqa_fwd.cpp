@@ -312,6 +312,19 @@ void check_gqa_contents(const GqaConfig& cfg, const GqaCall& call, void* stream)
   }
 }
 
+GqaCall validate_gqa_execute(const GqaConfig& cfg, const TensorArgs& tensors, const GqaFwdSignature& sig,
+                             const jit::LoadedKernel& kernel) {
+  const GqaCall call = validate_gqa_call(cfg, tensors, Placement::kDevice);
+  if (call.in_dtype != sig.in_dtype || call.compute_dtype != sig.compute_dtype || call.D != sig.D ||
+      (call.sinks != nullptr) != sig.sinks || call.device.index != kernel.device)
+    throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
+                                      "sinks {}, {}; build a plan for the new signature", cfg.op_name(),
+                                      kernel.compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
+                                      call.sinks != nullptr, device_name(call.device)));
+  jit::CudaDriver::get().bind_device(call.device.index);
+  return call;
+}
+
 // The kernel parameters both backends share.
 kernels::GqaFwdParams gqa_fwd_params(const GqaConfig& cfg_, const GqaCall& call) {
   kernels::GqaFwdParams p{};

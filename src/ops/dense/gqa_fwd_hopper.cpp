@@ -4,15 +4,12 @@
 
 #include <memory>
 
-#include "jit/cuda_driver.hpp"
 #include "ops/base/backend.hpp"
 #include "ops/dense/gqa_fwd_plans.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-using detail::Placement;
 
 // The hopper backend's plan: the same parameters plus TMA maps of k and v, encoded per call.
 class GqaFwdHopperPlan final : public detail::PlanImpl {
@@ -21,17 +18,9 @@ class GqaFwdHopperPlan final : public detail::PlanImpl {
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    if (call.in_dtype != choice_.dtype || call.compute_dtype != choice_.dtype || call.D != choice_.D ||
-        (call.sinks != nullptr) != choice_.sinks || call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "sinks {}, {}; build a plan for the new signature", cfg_.op_name(),
-                                        kernel_->compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
-                                        call.sinks != nullptr, device_name(call.device)));
+    const GqaCall call = validate_gqa_execute(cfg_, tensors, {choice_.dtype, choice_.dtype, choice_.D, choice_.sinks}, *kernel_);
     if (const std::string gap = hopper_kv_gap(*call.k, *call.v, cfg_.varlen); !gap.empty())
       throw_hopper_gap(cfg_.op_name(), gap);
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
     if (cfg_.validate_inputs) check_gqa_contents(cfg_, call, stream);
     kernels::GqaFwdHopperParams hp{};
     hp.p = gqa_fwd_params(cfg_, call);

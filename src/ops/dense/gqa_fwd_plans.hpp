@@ -16,6 +16,17 @@ void check_gqa_contents(const GqaConfig& cfg, const GqaCall& call, void* stream)
 // The kernel parameters both backends share.
 kernels::GqaFwdParams gqa_fwd_params(const GqaConfig& cfg, const GqaCall& call);
 
+// The static signature a plan's kernel was built for; execute() rejects a call with another one.
+struct GqaFwdSignature {
+  DType in_dtype, compute_dtype;
+  int D;
+  bool sinks;
+};
+// execute()'s validation, shared by both backends' plans: the call against the contract, then against
+// the plan's signature and device; on success the plan's device is bound.
+GqaCall validate_gqa_execute(const GqaConfig& cfg, const TensorArgs& tensors, const GqaFwdSignature& sig,
+                             const jit::LoadedKernel& kernel);
+
 // The portable backend's plan over `kernel`, the instantiation of `choice`.
 std::shared_ptr<const detail::PlanImpl> make_gqa_fwd_portable_plan(const GqaConfig& cfg, AttentionKernelChoice choice,
                                                                    std::shared_ptr<const jit::LoadedKernel> kernel);

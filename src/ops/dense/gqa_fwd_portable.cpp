@@ -3,14 +3,11 @@
 
 #include <memory>
 
-#include "jit/cuda_driver.hpp"
 #include "ops/dense/gqa_fwd_plans.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-using detail::Placement;
 
 class GqaFwdPortablePlan final : public detail::PlanImpl {
  public:
@@ -18,15 +15,8 @@ class GqaFwdPortablePlan final : public detail::PlanImpl {
       : cfg_(cfg), choice_(std::move(choice)), kernel_(std::move(kernel)) {}
 
   void execute(const TensorArgs& tensors, void* stream) const override {
-    const GqaCall call = validate_gqa_call(cfg_, tensors, Placement::kDevice);
-    if (call.in_dtype != choice_.q_dtype || call.compute_dtype != choice_.compute_dtype || call.D != choice_.D ||
-        (call.sinks != nullptr) != choice_.sinks || call.device.index != kernel_->device)
-      throw InvalidArgument(fmt::format("{}: args: tensors: expected this plan's static signature ({}), got dtype {}, D {}, "
-                                        "sinks {}, {}; build a plan for the new signature", cfg_.op_name(),
-                                        kernel_->compiled->spec.describe(), dtype_name(call.in_dtype), call.D,
-                                        call.sinks != nullptr, device_name(call.device)));
-    const auto& drv = jit::CudaDriver::get();
-    drv.bind_device(call.device.index);
+    const GqaCall call =
+        validate_gqa_execute(cfg_, tensors, {choice_.q_dtype, choice_.compute_dtype, choice_.D, choice_.sinks}, *kernel_);
     if (cfg_.validate_inputs) check_gqa_contents(cfg_, call, stream);
     kernels::GqaFwdParams p = gqa_fwd_params(cfg_, call);
     launch_attention(cfg_.op_name(), *kernel_, choice_, p, call.B, cfg_.varlen ? call.T_q : call.S_q, call.H, call.H_kv,
