@@ -14,17 +14,20 @@
 //   dV += P^T dO, dK += dS^T Q                (RS: P^T, dS^T from registers; dO, Q N-major)
 //   dS^T -> shared memory; a barrier over the consumer warpgroups; then per 64-column chunk of D:
 //   dQ_chunk = dS K_chunk                     (SS: dS^T read M-major, K N-major), added to dq_acc: with
-//   128 keys staged in shared memory and added by one TMA reduce-add per 32-column box, with 64 by red.add.
+//   128 keys staged in one of two shared-memory tiles, which the dQ-writer warp adds with one TMA reduce-add
+//   per 32-column box while the consumers go on to the next slot; with 64 keys by red.add.
 // At the end dK * scale and dV are stored for every key row < S_kv of the block (zeros when unreached).
 //
 // Registers per consumer thread (D = 128): dK 64 + dV 64 fp32 accumulators across slots, S^T 32 + dP^T
 // 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32 (ptxas: no spills, no wgmma serialisation).
 // Shared memory (D = 128): K, V 2 x BS x 256 B, two ring stages of 32 KB + 1 KB, dS^T BS x 128 B per
-// buffer (two at BS = 128), the dQ staging tile 32 KB (BS = 128): 195 KB at BS = 128, 107 KB at BS = 64
-// (two CTAs per SM, one consumer warpgroup each).
+// buffer (two at BS = 128), two dQ staging tiles of 32 KB (BS = 128): 227 KB at BS = 128 (the most a CTA may
+// have; the mbarriers sit in the ring's first stage), 107 KB at BS = 64 (two CTAs per SM, one consumer
+// warpgroup each).
 // dQ accumulates with fp32 atomics: not bitwise deterministic, except under a deterministic schedule,
-// where one thread per CTA waits for the slot's turn before its reduce-add and passes it on after the
-// add completed, checked one slot later (before its next wait), so the add's latency is off the path.
+// where the dQ-writer warp waits for the slot's turn before its reduce-add and passes it on once the add
+// completed. The consumers wait only when both staging tiles are still queued, so the turn chain's
+// stalls stay off the tensor cores until the writer is two slots behind.
 #pragma once
 #include "common/attention_bwd.cuh"
 #include "hopper/attention_bwd_params.cuh"
@@ -32,18 +35,15 @@
 
 namespace attnjit::kernels {
 
-// Deterministic dQ: passes the turn of schedule slot g once this CTA's reduce-adds into it are done (not
+// Deterministic dQ: passes a slot's turn (its counter sem) once this CTA's reduce-adds into it are done (not
 // only read): every bulk group issued so far has completed, the proxy fence orders those writes before
 // this thread's generic accesses, and the release reduction orders them before the turn. One thread
 // issued every add, so a release suffices; the full fence.sc of attn_bwd_pass_turn (__threadfence) cost
 // 3-13% of the deterministic kernel's time on the H100 (2026-12-06).
-template <typename Sched>
-__device__ __forceinline__ void attn_bwd_pass_prev_turn(const Sched& sched, int g) {
-  int h, m0;
-  sched.slot_at(g, h, m0);
+__device__ __forceinline__ void attn_bwd_pass_turn_after_bulk(int* sem) {
   bulk_wait<0>();
   fence_proxy_async_global();
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sched.sem(h, m0)) : "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
 
 template <typename T, int D, int BS, typename Sched>
@@ -63,11 +63,15 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
   unsigned char* sV = base + kKV;
   unsigned char* sRing = base + 2 * kKV;  // [S][Q 64 x D | dO 64 x D | lse2 64 | delta 64 | pad]
   unsigned char* sDs = sRing + S * kStage;  // [ds_buffers][BS keys][64 rows] 16-bit, swizzled
-  unsigned char* sDq = sDs + L.ds_buffers() * kDsB;  // [dq_partials][D / 32 boxes][64 rows][128 B] fp32
+  unsigned char* sDq = sDs + L.ds_buffers() * kDsB;  // [2 tiles][dq_partials][D / 32 boxes][64 rows][128 B] fp32
   const unsigned bar0 = smem_addr(base + L.bar_offset());
   const unsigned kv_full = bar0;
   auto full = [&](int s) { return bar0 + 8u + 8u * s; };
   auto empty = [&](int s) { return bar0 + 8u * (1 + S) + 8u * s; };
+  // Staging tile q of the dQ writer: full once every consumer thread stored its part of a slot, empty once
+  // the writer's reduce-add from it completed.
+  auto dq_full = [&](int q) { return bar0 + 8u * (1 + 2 * S) + 8u * q; };
+  auto dq_empty = [&](int q) { return bar0 + 8u * (3 + 2 * S) + 8u * q; };
 
   const int kb = sched.kb, r = sched.r, b = sched.b;
   const int n_slots = sched.n_slots;
@@ -84,6 +88,12 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 32);  // every producer lane (each after its lse2 / delta store; lane 0 with the bytes)
       mbar_init(empty(s), 128 * NWG);  // every consumer thread, after its last read of the stage
+    }
+    if constexpr (L.dq_tma()) {
+      for (int q = 0; q < 2; ++q) {
+        mbar_init(dq_full(q), 128 * NWG);
+        mbar_init(dq_empty(q), 1);
+      }
     }
     mbar_init_fence();
   }
@@ -129,6 +139,40 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
         } else {
           mbar_arrive(full(s));
         }
+      }
+    }
+    if constexpr (L.dq_tma()) {
+      // The dQ writer (lane 0 of the next warp): per slot, once the consumers staged its dQ in tile g % 2,
+      // one TMA reduce-add per 32-column box (and partial) into dq_acc; the tile is free again once the adds
+      // read it. Deterministic: the adds wait for the slot's turn, and the turn passes once they completed,
+      // before the writer waits for the next slot, so no CTA holds one turn while it waits for another.
+      if (warp == 4 * NWG + 1 && lane == 0 && n_slots > 0) {
+        const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);
+        tma_prefetch_map(dqmap);
+        for (int g = 0; g < n_slots; ++g) {
+          int h, m0;
+          slot_of(g, h, m0);
+          const int q = g & 1;
+          mbar_wait(dq_full(q), (g >> 1) & 1);
+          if constexpr (Sched::kDeterministic) {
+            attn_bwd_wait_turn(sched.sem(h, m0), sched.turn(m0));
+            fence_proxy_async_global();
+          }
+          const int grow = static_cast<int>((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0);
+          const unsigned tile = smem_addr(sDq + q * L.dq_tile_bytes());
+#pragma unroll
+          for (int pi = 0; pi < L.dq_partials(); ++pi)
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, tile + pi * (64 * D * 4) + j * (64 * 128));
+          bulk_commit();
+          if constexpr (Sched::kDeterministic) {
+            attn_bwd_pass_turn_after_bulk(sched.sem(h, m0));
+          } else {
+            bulk_wait_read<0>();
+          }
+          mbar_arrive(dq_empty(q));
+        }
+        bulk_wait<0>();  // the last adds are done before the CTA's shared memory goes
       }
     }
     return;
@@ -241,10 +285,8 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       for (int kk = 0; kk < 4; ++kk) Wgmma<T, D>::template rs<1>(dk, da[kk], wgmma_desc_at(aQ + kk * 2048, 64 * 128, 1024));
       wgmma_commit();
 
-      // dS^T of all BS keys is in shared memory (and visible to the tensor cores) past this barrier, and
-      // the previous slot's dQ reduce-add has finished reading the staging tile.
+      // dS^T of all BS keys is in shared memory (and visible to the tensor cores) past this barrier.
       fence_proxy_async();
-      if (L.dq_tma() && threadIdx.x == 0) bulk_wait_read<0>();
       named_barrier(1, NWG * 128);
 
       // dQ[64 rows, chunk] += dS[:, keys] K[keys, chunk]: dS^T read M-major (8-key groups 1024 bytes
@@ -267,12 +309,15 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
                                           wgmma_desc_at(aK + (c0 + ci) * (BS * 128) + (kk0 + kk) * 2048, BS * 128, 1024),
                                           kk > 0 ? 1 : 0);
         wgmma_commit();
+        if constexpr (L.dq_tma()) {
+          if (ci == 0) mbar_wait(dq_empty(g & 1), ((g >> 1) & 1) ^ 1);  // the writer's adds of slot g - 2 read the tile
+        }
         wgmma_wait<0>();
         fence_regs(dq);
         if constexpr (L.dq_tma()) {
           // Row r, columns col, col + 1 (col = chunk * 64 + nt * 8 + 2t) of this warpgroup's partial: box
           // col / 32, 16-byte chunk (col % 32) / 4 of the box's swizzled 128-byte row, word (col % 4).
-          unsigned char* part = sDq + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
+          unsigned char* part = sDq + (g & 1) * L.dq_tile_bytes() + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -290,27 +335,9 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
         }
       }
       if constexpr (L.dq_tma()) {
-        // The whole slot's dQ (every partial) is staged: one thread adds each 32-column box to dq_acc.
+        // This thread's part of the slot's dQ is staged: visible to the writer's TMA past the arrival.
         fence_proxy_async();
-        named_barrier(1, NWG * 128);
-        if (threadIdx.x == 0) {
-          if constexpr (Sched::kDeterministic) {
-            // The previous slot's turn passes only now, a slot's compute after its reduce-add was issued,
-            // so waiting for that add to complete costs nothing here; it passes before this slot's wait,
-            // so no CTA holds one turn while it waits for another. This slot's dQ adds then wait for the
-            // key blocks before this one, in key-block order.
-            if (g > 0) attn_bwd_pass_prev_turn(sched, g - 1);
-            attn_bwd_wait_turn(sched.sem(h, m0), sched.turn(m0));
-            fence_proxy_async_global();
-          }
-          const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);
-          const int grow = static_cast<int>((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0);
-#pragma unroll
-          for (int pi = 0; pi < L.dq_partials(); ++pi)
-#pragma unroll
-            for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, smem_addr(sDq + pi * (64 * D * 4) + j * (64 * 128)));
-          bulk_commit();
-        }
+        mbar_arrive(dq_full(g & 1));
       }
       fence_regs(dv);
       fence_regs(dk);
@@ -319,10 +346,6 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       // Each thread releases its own reads of the stage (racecheck does not follow a __syncwarp before
       // another lane's arrival).
       mbar_arrive(empty(s));
-    }
-    if (L.dq_tma() && threadIdx.x == 0) {
-      bulk_wait<0>();  // the last reduce-add is done (and its tile read)
-      if constexpr (Sched::kDeterministic) attn_bwd_pass_prev_turn(sched, n_slots - 1);
     }
   }
 

@@ -18,11 +18,12 @@ struct alignas(64) AttnBwdHopperParams {
 };
 
 // Shared-memory layout of the hopper main kernel <T, D, BS> (bytes; every tile 1024-byte aligned): K and V of the
-// key block (BS keys), a ring of (Q, dO, lse2, delta) stages for 64 query rows (three at block size 128, two at 64,
-// where two CTAs share an SM), dS^T buffers ([BS keys][64 rows] 16-bit; two when two consumer warpgroups
-// share them), at block size 128 the dQ staging tile(s) that one TMA reduce-add per 32-column box adds to
-// dq_acc ([64 rows][D] fp32 in 32-column 128-byte-swizzled boxes; one per consumer warpgroup when they
-// split the keys, D = 64), the mbarriers (K/V, then full and empty per stage), alignment slack.
+// key block (BS keys), a ring of (Q, dO, lse2, delta) stages for 64 query rows (two), dS^T buffers ([BS keys][64 rows]
+// 16-bit; two when two consumer warpgroups share them), at block size 128 two dQ staging tiles that the dQ-writer
+// warp adds to dq_acc with one TMA reduce-add per 32-column box while the consumers fill the other ([64 rows][D]
+// fp32 in 32-column 128-byte-swizzled boxes, one partial per consumer warpgroup when they split the keys, D = 64),
+// and alignment slack. The mbarriers (K/V, full and empty per stage, dQ full and empty per staging tile) live in
+// the unused tail of stage 0 (after lse2 and delta), which keeps D = 128 at exactly the 227 KB a CTA may have.
 struct AttnBwdHopperLayout {
   int D, BS;
   ATTNJIT_ATTN_BWD_HD constexpr int consumer_warpgroups() const { return BS / 64; }
@@ -32,12 +33,16 @@ struct AttnBwdHopperLayout {
   ATTNJIT_ATTN_BWD_HD constexpr int stages() const { return 2; }
   ATTNJIT_ATTN_BWD_HD constexpr bool dq_tma() const { return BS == 128; }
   ATTNJIT_ATTN_BWD_HD constexpr int dq_partials() const { return D / 64 >= BS / 64 ? 1 : BS / 64; }
-  ATTNJIT_ATTN_BWD_HD constexpr int dq_stage_bytes() const { return dq_tma() ? dq_partials() * 64 * D * 4 : 0; }
+  ATTNJIT_ATTN_BWD_HD constexpr int dq_tile_bytes() const { return dq_partials() * 64 * D * 4; }
+  ATTNJIT_ATTN_BWD_HD constexpr int dq_tiles() const { return dq_tma() ? 2 : 0; }
   ATTNJIT_ATTN_BWD_HD constexpr int stage_bytes() const { return 2 * rows_bytes() + 1024; }  // + lse2, delta, padding
   ATTNJIT_ATTN_BWD_HD constexpr int ds_bytes() const { return BS * 128; }
   ATTNJIT_ATTN_BWD_HD constexpr int ds_buffers() const { return BS == 128 ? 2 : 1; }
-  ATTNJIT_ATTN_BWD_HD constexpr int bar_offset() const { return 2 * kv_bytes() + stages() * stage_bytes() + ds_buffers() * ds_bytes() + dq_stage_bytes(); }
-  ATTNJIT_ATTN_BWD_HD constexpr int smem_bytes() const { return bar_offset() + 64 + 1024; }
+  // Stage 0's tail past lse2 and delta (512 bytes): room for 64 barriers.
+  ATTNJIT_ATTN_BWD_HD constexpr int bar_offset() const { return 2 * kv_bytes() + 2 * rows_bytes() + 512; }
+  ATTNJIT_ATTN_BWD_HD constexpr int smem_bytes() const {
+    return 2 * kv_bytes() + stages() * stage_bytes() + ds_buffers() * ds_bytes() + dq_tiles() * dq_tile_bytes() + 1024;
+  }
 };
 
 }  // namespace attnjit::kernels

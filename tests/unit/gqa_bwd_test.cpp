@@ -206,7 +206,8 @@ TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without sp
                         {"portable", 128, false, true}, {"portable", 256, false, true}, {"hopper", 64, true, false},
                         {"hopper", 128, true, true},    {"hopper", 64, false, true},   {"hopper", 128, false, false},
                         {"portable", 128, true, false, 100}, {"portable", 256, false, true, 100},
-                        {"hopper", 128, true, false, 100},   {"hopper", 64, false, true, 100}};
+                        {"hopper", 128, true, false, 100},   {"hopper", 64, false, true, 100},
+                        {"hopper", 128, true, true, 100},    {"hopper", 128, false, true, 100}};
   std::vector<attnjit::jit::KernelSpec> specs;
   std::set<std::string> seen;
   for (const Path& path : paths) {
@@ -219,7 +220,7 @@ TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without sp
                        ->kernels_for(c.device_args(), "sm_90a"))
       if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
   }
-  CHECK(specs.size() == 16 + 8);  // 16 main kernels, prep and dq for 4 head dims
+  CHECK(specs.size() == 18 + 8);  // 18 main kernels, prep and dq for 4 head dims
   attnjit::jit::NvrtcCompiler compiler;
   for (const auto& s : specs) {
     const auto r = compiler.compile(s);

@@ -3,6 +3,7 @@ CUDNN and flex_attention) and gqa_bwd (gqa_bwd vs the SDPA FLASH / CUDNN backwar
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -323,7 +324,7 @@ def max_rel_l2(ours, ref):
 def run_gqa_bwd_case(rt, c, args):
     """bf16 BSHD GQA backward. q, k, v, do random (seed fixed); o and lse from attnjit's gqa_fwd (torch fp32
     math when it cannot serve the call). Rows: attnjit gqa_bwd (backend auto), portable, deterministic
-    (auto + deterministic, with a bitwise-repeatability check), each --ab-lib build; SDPA FLASH (FA2) and
+    (auto + deterministic, with a bitwise-repeatability check), each --ab-lib build's auto and deterministic; SDPA FLASH (FA2) and
     CUDNN backward through autograd on BHSD transposed views, the forward run once untimed and
     torch.autograd.grad(out, (q, k, v), do, retain_graph=True) timed alone. err_peer: the largest rel L2
     of dq, dk, dv against FA2's gradients (cuDNN's when FLASH fails). FLOPs: 2.5 x 4 B H D x visible pairs
@@ -480,25 +481,27 @@ def run_gqa_bwd_case(rt, c, args):
                 del grads, tensors
             except Exception as e:  # noqa: BLE001
                 row(impl, error=f"{type(e).__name__}: {e}")
-        # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process.
-        for ab_name, ab_rt in getattr(args, "ab_rts", []):
+        # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process: the
+        # default and the deterministic plan of each.
+        for (ab_name, ab_rt), (suffix, ab_cfg) in itertools.product(
+                getattr(args, "ab_rts", []), (("", config), (" deterministic", dict(config, deterministic=True)))):
             try:
                 grads = grads_like()
                 tensors = bwd_tensors(*grads)
-                plan = ab_rt.plan("gqa_bwd", config, tensors)
+                plan = ab_rt.plan("gqa_bwd", ab_cfg, tensors)
                 call = plan.bind(tensors)
                 for x in grads:
                     x.fill_(float("nan"))
                 call()
                 torch.cuda.synchronize()
                 extra, note = checked(grads, ours, "err_peer vs the --lib plan's gradients")
-                extra["config"] = config
+                extra["config"] = ab_cfg
                 t = bench(call, args.min_reps)
-                row(f"attnjit gqa_bwd [{ab_name}]", t, note, extra=extra)
+                row(f"attnjit gqa_bwd{suffix} [{ab_name}]", t, note, extra=extra)
                 plan.close()
                 del grads, tensors
             except Exception as e:  # noqa: BLE001
-                row(f"attnjit gqa_bwd [{ab_name}]", error=f"{type(e).__name__}: {e}")
+                row(f"attnjit gqa_bwd{suffix} [{ab_name}]", error=f"{type(e).__name__}: {e}")
 
     # Ratios: against FA2 (the ratio column) and against cuDNN (ratio_cudnn, also at the head of the note).
     def peer_ms(impl):
