@@ -269,12 +269,17 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     const auto& v = spec.init.at("bits");
     if (static_cast<int64_t>(v.size()) != n) bad(fmt::format("expected {} bit patterns, got {}", n, v.size()));
     for (int64_t i = 0; i < n; ++i) {
+      if (!v[i].is_number_integer()) bad(fmt::format("expected integer bit patterns, got {} at {}", v[i].dump(), i));
       const uint64_t bits = v[i].is_number_unsigned() ? v[i].get<uint64_t>() : static_cast<uint64_t>(v[i].get<int64_t>());
       std::memcpy(h.bytes.data() + i * es, &bits, es);  // little-endian low bytes
     }
   } else if (kind == "bytes") {
     if (spec.init.contains("pattern")) {
-      std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(spec.init["pattern"].get<int>()));
+      const auto& pattern = spec.init["pattern"];
+      // A JSON float converted to int is undefined past int's range: only integers 0..255 are bytes.
+      if (!pattern.is_number_integer() || pattern.get<int64_t>() < 0 || pattern.get<int64_t>() > 255)
+        bad(fmt::format("expected a byte pattern (an integer 0..255), got {}", pattern.dump()));
+      std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(pattern.get<int64_t>()));
     } else {
       for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
     }
@@ -285,6 +290,8 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     }
   } else if (kind == "slots") {
     if (spec.dtype != DType::kI64 && spec.dtype != DType::kI32) bad("needs an integer dtype");
+    if (!spec.init.at("capacity").is_number_integer())
+      bad(fmt::format("expected an integer capacity, got {}", spec.init.at("capacity").dump()));
     const int64_t capacity = spec.init.at("capacity").get<int64_t>();
     const double skip = spec.init.value("skip", 0.0);
     if (capacity < n) bad(fmt::format("capacity {} is below the {} slots needed", capacity, n));
