@@ -43,6 +43,26 @@ def main():
         "op_number": case(lambda c: c.update(op=7)),
         "tensor_not_object": case(lambda c: c["tensors"].update(k=[3, 1, 16])),
         "strides_fractional": case(lambda c: c["tensors"]["k"].update(strides=[16, 16, 0.5])),
+        # Numbers read as integers must be JSON integers in range (a float past the range is UB to convert).
+        "byte_pattern_huge": case(lambda c: c["tensors"]["k_pages"]["init"].update(pattern=1.1e38)),
+        "byte_pattern_256": case(lambda c: c["tensors"]["k_pages"]["init"].update(pattern=256)),
+        "int_values_float": case(lambda c: c["tensors"]["slot_mapping"]["init"].update(values=[2, 1e300, 3])),
+        "int_values_fraction": case(lambda c: c["tensors"]["slot_mapping"]["init"].update(values=[2, 0.5, 3])),
+        "int32_values_range": case(lambda c: c["tensors"]["slot_mapping"].update(
+            dtype="int32", init={"kind": "values", "values": [2, 1 << 40, 3]})),
+        "slots_capacity_float": case(lambda c: c["tensors"]["slot_mapping"].update(
+            init={"kind": "slots", "capacity": 1e300})),
+        "slots_int32_capacity": case(lambda c: c["tensors"]["slot_mapping"].update(
+            dtype="int32", init={"kind": "slots", "capacity": 1 << 40})),
+        "seed_float": case(lambda c: c.update(seed=1e300)),
+        "seed_negative": case(lambda c: c.update(seed=-1)),
+        "rows_range_float": case(lambda c: c["tensors"]["k_pages"].update(
+            init={"kind": "rows", "ranges": [[0, 1e300]], "init": {"kind": "bytes", "pattern": 1}})),
+        "normal_std_negative": case(lambda c: c["tensors"]["k"]["init"].update(std=-1.0)),
+        "uniform_low_above_high": case(lambda c: c["tensors"]["k"].update(
+            init={"kind": "uniform", "low": 1.0, "high": -1.0})),
+        "float_values_string": case(lambda c: c["tensors"]["k"].update(
+            init={"kind": "values", "values": [[1.0]] * 48})),
     }
     files["empty_case_list"] = {"cases": []}
     files["cases_not_list"] = {"cases": {"a": 1}}

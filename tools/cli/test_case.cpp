@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -20,6 +21,20 @@ namespace {
   throw std::runtime_error(fmt::format("{}: malformed test case: {}", where, what));
 }
 
+// nlohmann's get<int64_t>() converts a JSON float without a range check (undefined behaviour past the
+// target's range), so every integer a case file gives is read through this: a JSON integer in [lo, hi].
+std::optional<int64_t> integer_in(const nlohmann::json& v, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return std::nullopt;
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) return std::nullopt;
+  return x;
+}
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
 TensorSpec parse_tensor(const std::string& where, const std::string& name, const nlohmann::json& j) {
   TensorSpec t;
   t.name = name;
@@ -31,9 +46,9 @@ TensorSpec parse_tensor(const std::string& where, const std::string& name, const
       malformed(where, fmt::format("{}: {} has {} dims, at most {} are supported", name, field, a.size(), TensorRef::kMaxDims));
     std::vector<int64_t> v;
     for (const auto& e : a) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 0)
-        malformed(where, fmt::format("{}: {} entries must be integers >= 0, got {}", name, field, e.dump()));
-      v.push_back(e.get<int64_t>());
+      const auto x = integer_in(e, 0, kI64Max);
+      if (!x) malformed(where, fmt::format("{}: {} entries must be integers >= 0, got {}", name, field, e.dump()));
+      v.push_back(*x);
     }
     return v;
   };
@@ -143,7 +158,12 @@ std::vector<TestCase> parse_test_cases(const std::string& text, const std::strin
     if (c.op.empty()) malformed(where, "missing \"op\"");
     if (j.contains("config")) c.config = j["config"];
     if (!c.config.is_object()) malformed(where, fmt::format("\"config\" must be an object, got {}", c.config.type_name()));
-    c.seed = j.value("seed", static_cast<uint64_t>(index + 1));
+    c.seed = static_cast<uint64_t>(index + 1);
+    if (j.contains("seed")) {
+      const auto& sj = j["seed"];
+      if (!sj.is_number_unsigned()) malformed(where, fmt::format("\"seed\" must be an integer >= 0, got {}", sj.dump()));
+      c.seed = sj.get<uint64_t>();
+    }
     if (!j.contains("tensors") || !j["tensors"].is_object()) malformed(where, "missing \"tensors\"");
     for (const auto& [name, t] : j["tensors"].items()) c.tensors.push_back(parse_tensor(where, name, t));
     if (j.contains("compare")) {
@@ -243,8 +263,15 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
   if (kind == "normal" || kind == "uniform") {
     if (!is_float) bad("needs a float dtype");
     const double specials = spec.init.value("specials", 0.0);
-    std::normal_distribution<double> normal(spec.init.value("mean", 0.0), spec.init.value("std", 1.0));
-    std::uniform_real_distribution<double> uniform(spec.init.value("low", -1.0), spec.init.value("high", 1.0));
+    const double mean = spec.init.value("mean", 0.0), stddev = spec.init.value("std", 1.0);
+    const double low = spec.init.value("low", -1.0), high = spec.init.value("high", 1.0);
+    // The distributions' preconditions (std > 0, low <= high) are not checked by the standard library.
+    if (!(std::isfinite(mean) && std::isfinite(stddev) && stddev > 0))
+      bad(fmt::format("needs a finite mean and std > 0, got mean {} std {}", mean, stddev));
+    if (!(std::isfinite(low) && std::isfinite(high) && low <= high && std::isfinite(high - low)))
+      bad(fmt::format("needs finite low <= high, got low {} high {}", low, high));
+    std::normal_distribution<double> normal(mean, stddev);
+    std::uniform_real_distribution<double> uniform(low, high);
     std::uniform_real_distribution<double> coin(0.0, 1.0);
     const double kSpecial[] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                                std::numeric_limits<double>::quiet_NaN(), 1000.0, -1000.0};
@@ -259,9 +286,15 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     for (int64_t i = 0; i < n; ++i) {
       if (v[i].is_string()) {  // "nan", "inf", "-inf"
         numeric::store_from_double(base, spec.dtype, i, std::stod(v[i].get<std::string>()));
-      } else if (spec.dtype == DType::kI64) {
-        static_cast<int64_t*>(base)[i] = v[i].get<int64_t>();
+      } else if (!is_float) {
+        const bool i32 = spec.dtype == DType::kI32;
+        const auto x = integer_in(v[i], i32 ? std::numeric_limits<int32_t>::min() : kI64Min,
+                                  i32 ? std::numeric_limits<int32_t>::max() : kI64Max);
+        if (!x) bad(fmt::format("expected {} integers, got {} at {}", dtype_name(spec.dtype), v[i].dump(), i));
+        if (i32) static_cast<int32_t*>(base)[i] = static_cast<int32_t>(*x);
+        else static_cast<int64_t*>(base)[i] = *x;
       } else {
+        if (!v[i].is_number()) bad(fmt::format("expected a number or \"nan\", \"inf\", \"-inf\", got {} at {}", v[i].dump(), i));
         numeric::store_from_double(base, spec.dtype, i, v[i].get<double>());
       }
     }
@@ -277,9 +310,9 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     if (spec.init.contains("pattern")) {
       const auto& pattern = spec.init["pattern"];
       // A JSON float converted to int is undefined past int's range: only integers 0..255 are bytes.
-      if (!pattern.is_number_integer() || pattern.get<int64_t>() < 0 || pattern.get<int64_t>() > 255)
-        bad(fmt::format("expected a byte pattern (an integer 0..255), got {}", pattern.dump()));
-      std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(pattern.get<int64_t>()));
+      const auto byte = integer_in(pattern, 0, 255);
+      if (!byte) bad(fmt::format("expected a byte pattern (an integer 0..255), got {}", pattern.dump()));
+      std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(*byte));
     } else {
       for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
     }
@@ -290,9 +323,12 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     }
   } else if (kind == "slots") {
     if (spec.dtype != DType::kI64 && spec.dtype != DType::kI32) bad("needs an integer dtype");
-    if (!spec.init.at("capacity").is_number_integer())
-      bad(fmt::format("expected an integer capacity, got {}", spec.init.at("capacity").dump()));
-    const int64_t capacity = spec.init.at("capacity").get<int64_t>();
+    // Slots are stored as the dtype, so the capacity must fit it (int32 slots: at most 2^31).
+    const auto cap = integer_in(spec.init.at("capacity"), 0,
+                                spec.dtype == DType::kI32 ? int64_t{1} << 31 : kI64Max);
+    if (!cap) bad(fmt::format("expected an integer capacity 0..{}, got {}",
+                              spec.dtype == DType::kI32 ? "2^31" : "2^63-1", spec.init.at("capacity").dump()));
+    const int64_t capacity = *cap;
     const double skip = spec.init.value("skip", 0.0);
     if (capacity < n) bad(fmt::format("capacity {} is below the {} slots needed", capacity, n));
     // A random injection of n slots into [0, capacity): partial Fisher-Yates over a lazy permutation.
@@ -323,10 +359,11 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
     inner.strides.assign(strides.begin() + 1, strides.end());
     const int64_t span = inner.storage_elements();  // storage of one row
     for (const auto& r : spec.init.at("ranges")) {
-      const int64_t first = r.at(0).get<int64_t>(), count = r.at(1).get<int64_t>();
-      if (first < 0 || count < 0 || first + count > spec.shape[0])
-        bad(fmt::format("range [{}, {}) outside dim 0 of extent {}", first, first + count, spec.shape[0]));
-      for (int64_t k = first; k < first + count; ++k)
+      if (!r.is_array() || r.size() != 2) bad(fmt::format("expected a range [first, count], got {}", r.dump()));
+      const auto first = integer_in(r[0], 0, spec.shape[0]), count = integer_in(r[1], 0, spec.shape[0]);
+      if (!first || !count || *first + *count > spec.shape[0])
+        bad(fmt::format("range {} outside dim 0 of extent {}", r.dump(), spec.shape[0]));
+      for (int64_t k = *first; k < *first + *count; ++k)
         std::memcpy(h.bytes.data() + k * strides[0] * es, in.bytes.data() + k * strides[0] * es,
                     static_cast<size_t>(span * es));
     }
