@@ -6,6 +6,7 @@ the fp32 attention reference, and the result rows and table. See bench_torch.py'
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 import time
@@ -229,9 +230,15 @@ def add_row(row):
     sys.stdout.flush()
 
 
+MATCH = None  # --match: a regex; cases whose label does not match it are skipped
+
+
 def run_case(suite, label, shape, fn):
     """One case of a suite: prints "[suite] label" ("[suite]" without a label) and runs fn(); an exception
-    becomes an "(case)" error row of that shape (traceback on stderr). Frees torch's cached GPU memory."""
+    becomes an "(case)" error row of that shape (traceback on stderr). Frees torch's cached GPU memory.
+    Skipped when MATCH is set and does not match the label (or the shape when there is no label)."""
+    if MATCH is not None and not re.search(MATCH, label if label is not None else str(shape)):
+        return
     print(f"[{suite}] {label}" if label is not None else f"[{suite}]")
     sys.stdout.flush()
     try:

@@ -142,10 +142,13 @@ def main():
     ap.add_argument("--op-config", default=None, metavar="JSON",
                     help="NSA suites: extra config keys per stage, e.g. '{\"nsa_topk\": {\"backend\": \"hopper\"}}' "
                          "(stages: nsa_compressed_fwd, nsa_topk, nsa_selected_fwd, window, dense_causal)")
+    ap.add_argument("--match", default=None, metavar="REGEX",
+                    help="run only the cases whose label matches this regex, e.g. 'causal' or 'S1024 .*causal'")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
                     help="another libattnjit.so timed beside --lib on the same tensors (gqa_bwd, bsa_bwd, lightning_indexer); repeatable")
     args = ap.parse_args()
     bench_common.L2_MODE = args.l2  # read by bench_common.bench
+    bench_common.MATCH = args.match  # read by bench_common.run_case
 
     if not torch.cuda.is_available():
         print("bench_torch.py needs a CUDA device", file=sys.stderr)
