@@ -204,19 +204,23 @@ def run_bsa_case(rt, c, args):
         # 'auto' takes the FP8 wgmma kernel on sm_90a.
         variants.append(("attnjit bsa_fp8_fwd", "bsa_fp8_fwd", {"block_sparse_num": K}))
         variants.append(("attnjit bsa_fp8_fwd portable", "bsa_fp8_fwd", {"block_sparse_num": K, "backend": "portable"}))
+    # Other builds of the library on the same call (--ab-lib): their 'auto' bsa_fwd plan.
+    variants = [v + (rt,) for v in variants]
+    variants += [(f"attnjit bsa_fwd [{n}]", "bsa_fwd", variants[0][2], ab_rt) for n, ab_rt in args.ab_rts]
     outs = {}
-    for impl, op, cfg in variants:
+    for impl, op, cfg, vrt in variants:
         o = torch.empty_like(q)
         tensors = {"q": q, "k": k, "v": v, "q2k_block_index": index, "o": o}
         if op == "bsa_fwd":
             tensors["lse"] = torch.empty(B, H, S, dtype=torch.float32, device=dev)
         try:
-            plan = rt.plan(op, cfg, tensors)
+            plan = vrt.plan(op, cfg, tensors)
             call = plan.bind(tensors)
             t = bench(call, min_reps=args.min_reps)
             err = rel_l2(o, peer_out) if peer_out is not None else None
             rows.append(row(impl, t, note=plan.describe() if hasattr(plan, "describe") else "", err=err))
-            outs[impl] = (op, cfg, o)
+            if vrt is rt:
+                outs[impl] = (op, cfg, o)
         except Exception as e:  # noqa: BLE001
             rows.append(row(impl, error=f"{type(e).__name__}: {e}"))
     # The FP8 forward's accuracy against the bf16 forward (attnjit bsa_fwd, 'auto'), on these N(0, 1) inputs

@@ -224,6 +224,24 @@ def run_gqa_case(rt, c, args):
                 hplan.close()
             except Exception as e:  # noqa: BLE001
                 row(f"attnjit {bname}", error=f"{type(e).__name__}: {e}")
+        # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process: the
+        # default (auto) plan of each.
+        for ab_name, ab_rt in getattr(args, "ab_rts", []):
+            try:
+                aplan = ab_rt.plan("gqa_fwd", config, tensors)
+                acall = aplan.bind(tensors)
+                o.fill_(float("nan"))
+                acall()
+                torch.cuda.synchronize()
+                extra = {"config": config}
+                if peer_out is not None:
+                    extra["err_peer"] = rel_l2(o, peer_out)
+                    extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
+                t = bench(acall, args.min_reps)
+                row(f"attnjit plan_execute [{ab_name}]", t, o, "another build (--ab-lib), same tensors", extra=extra)
+                aplan.close()
+            except Exception as e:  # noqa: BLE001
+                row(f"attnjit plan_execute [{ab_name}]", error=f"{type(e).__name__}: {e}")
         # attnjit_run: the plan cache. First call (a cache miss builds a plan), then steady state.
         if plan is not None:
             try:

@@ -145,7 +145,7 @@ def main():
     ap.add_argument("--match", default=None, metavar="REGEX",
                     help="run only the cases whose label matches this regex, e.g. 'causal' or 'S1024 .*causal'")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
-                    help="another libattnjit.so timed beside --lib on the same tensors (gqa_bwd, bsa_bwd, lightning_indexer); repeatable")
+                    help="another libattnjit.so timed beside --lib on the same tensors (gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer); repeatable")
     args = ap.parse_args()
     bench_common.L2_MODE = args.l2  # read by bench_common.bench
     bench_common.MATCH = args.match  # read by bench_common.run_case
