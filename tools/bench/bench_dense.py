@@ -205,43 +205,29 @@ def run_gqa_case(rt, c, args):
                 f"{extra['host_us_execute_bound']:.1f} us/call", extra=extra)
         except Exception as e:  # noqa: BLE001
             row("attnjit plan_execute", error=f"{type(e).__name__}: {e}")
-        # Each explicit backend on the same call: hopper (wgmma, TMA) and portable (mma.sync).
-        for bname, bnote in (("hopper", "backend 'hopper' (wgmma, TMA, warp-specialised)"),
-                             ("portable", "backend 'portable' (mma.sync, cp.async; FlashAttention-2 style)")):
+        # Each explicit backend on the same call: hopper (wgmma, TMA) and portable (mma.sync); then other
+        # builds of the library (--ab-lib), each's auto plan, for A/B comparisons in one process.
+        variants = [("attnjit hopper", rt, dict(config, backend="hopper"), "backend 'hopper' (wgmma, TMA, warp-specialised)"),
+                    ("attnjit portable", rt, dict(config, backend="portable"),
+                     "backend 'portable' (mma.sync, cp.async; FlashAttention-2 style)")]
+        variants += [(f"attnjit plan_execute [{n}]", ab_rt, config, "another build (--ab-lib), same tensors")
+                     for n, ab_rt in getattr(args, "ab_rts", [])]
+        for impl, vrt, vconfig, vnote in variants:
             try:
-                hconfig = dict(config, backend=bname)
-                hplan = rt.plan("gqa_fwd", hconfig, tensors)
+                hplan = vrt.plan("gqa_fwd", vconfig, tensors)
                 hcall = hplan.bind(tensors)
                 o.fill_(float("nan"))
                 hcall()
                 torch.cuda.synchronize()
-                extra = {"config": hconfig}
+                extra = {"config": vconfig}
                 if peer_out is not None:
                     extra["err_peer"] = rel_l2(o, peer_out)
                     extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
                 t = bench(hcall, args.min_reps)
-                row(f"attnjit {bname}", t, o, bnote, extra=extra)
+                row(impl, t, o, vnote, extra=extra)
                 hplan.close()
             except Exception as e:  # noqa: BLE001
-                row(f"attnjit {bname}", error=f"{type(e).__name__}: {e}")
-        # Other builds of the library on the same call (--ab-lib), for A/B comparisons in one process: the
-        # default (auto) plan of each.
-        for ab_name, ab_rt in getattr(args, "ab_rts", []):
-            try:
-                aplan = ab_rt.plan("gqa_fwd", config, tensors)
-                acall = aplan.bind(tensors)
-                o.fill_(float("nan"))
-                acall()
-                torch.cuda.synchronize()
-                extra = {"config": config}
-                if peer_out is not None:
-                    extra["err_peer"] = rel_l2(o, peer_out)
-                    extra["check"] = "ok" if extra["err_peer"] < CHECK_TOL else "WRONG"
-                t = bench(acall, args.min_reps)
-                row(f"attnjit plan_execute [{ab_name}]", t, o, "another build (--ab-lib), same tensors", extra=extra)
-                aplan.close()
-            except Exception as e:  # noqa: BLE001
-                row(f"attnjit plan_execute [{ab_name}]", error=f"{type(e).__name__}: {e}")
+                row(impl, error=f"{type(e).__name__}: {e}")
         # attnjit_run: the plan cache. First call (a cache miss builds a plan), then steady state.
         if plan is not None:
             try:
