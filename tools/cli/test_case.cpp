@@ -309,7 +309,6 @@ HostTensor make_host_tensor(const TensorSpec& spec, uint64_t seed) {
   } else if (kind == "bytes") {
     if (spec.init.contains("pattern")) {
       const auto& pattern = spec.init["pattern"];
-      // A JSON float converted to int is undefined past int's range: only integers 0..255 are bytes.
       const auto byte = integer_in(pattern, 0, 255);
       if (!byte) bad(fmt::format("expected a byte pattern (an integer 0..255), got {}", pattern.dump()));
       std::fill(h.bytes.begin(), h.bytes.end(), static_cast<uint8_t>(*byte));
