@@ -14,20 +14,20 @@
 //   dV += P^T dO, dK += dS^T Q                (RS: P^T, dS^T from registers; dO, Q N-major)
 //   dS^T -> shared memory; a barrier over the consumer warpgroups; then per 64-column chunk of D:
 //   dQ_chunk = dS K_chunk                     (SS: dS^T read M-major, K N-major), added to dq_acc: with
-//   128 keys staged in one of two shared-memory tiles, which the dQ-writer warp adds with one TMA reduce-add
-//   per 32-column box while the consumers go on to the next slot; with 64 keys by red.add.
+//   128 keys staged in one of two (D = 64: three) shared-memory tiles, which the dQ-writer warp adds with one
+//   TMA reduce-add per 32-column box while the consumers go on to the next slot; with 64 keys by red.add.
 // At the end dK * scale and dV are stored for every key row < S_kv of the block (zeros when unreached).
 //
 // Registers per consumer thread (D = 128): dK 64 + dV 64 fp32 accumulators across slots, S^T 32 + dP^T
 // 32 per slot, P^T / dS^T fragments 16 + 16, a dQ chunk 32 (ptxas: no spills, no wgmma serialisation).
 // Shared memory (D = 128): K, V 2 x BS x 256 B, two ring stages of 32 KB + 1 KB, dS^T BS x 128 B per
 // buffer (two at BS = 128), two dQ staging tiles of 32 KB (BS = 128): 227 KB at BS = 128 (the most a CTA may
-// have; the mbarriers sit in the ring's first stage), 107 KB at BS = 64 (two CTAs per SM, one consumer
-// warpgroup each).
+// have; the mbarriers sit in the ring's first stage; D = 64 has a third tile, 197 KB), 107 KB at BS = 64 (two
+// CTAs per SM, one consumer warpgroup each).
 // dQ accumulates with fp32 atomics: not bitwise deterministic, except under a deterministic schedule,
 // where the dQ-writer warp waits for the slot's turn before its reduce-add and passes it on once the add
-// completed. The consumers wait only when both staging tiles are still queued, so the turn chain's
-// stalls stay off the tensor cores until the writer is two slots behind.
+// completed, with up to two slots' adds in flight. The consumers wait only when every staging tile is still
+// queued, so the turn chain's stalls stay off the tensor cores until the writer is that many slots behind.
 #pragma once
 #include "common/attention_bwd.cuh"
 #include "hopper/attention_bwd_params.cuh"
@@ -70,8 +70,9 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
   auto empty = [&](int s) { return bar0 + 8u * (1 + S) + 8u * s; };
   // Staging tile q of the dQ writer: full once every consumer thread stored its part of a slot, empty once
   // the writer's reduce-add from it completed.
+  constexpr int kQ = L.dq_tiles();
   auto dq_full = [&](int q) { return bar0 + 8u * (1 + 2 * S) + 8u * q; };
-  auto dq_empty = [&](int q) { return bar0 + 8u * (3 + 2 * S) + 8u * q; };
+  auto dq_empty = [&](int q) { return bar0 + 8u * (1 + 2 * S + kQ) + 8u * q; };
 
   const int kb = sched.kb, r = sched.r, b = sched.b;
   const int n_slots = sched.n_slots;
@@ -90,7 +91,7 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       mbar_init(empty(s), 128 * NWG);  // every consumer thread, after its last read of the stage
     }
     if constexpr (L.dq_tma()) {
-      for (int q = 0; q < 2; ++q) {
+      for (int q = 0; q < kQ; ++q) {
         mbar_init(dq_full(q), 128 * NWG);
         mbar_init(dq_empty(q), 1);
       }
@@ -142,20 +143,36 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       }
     }
     if constexpr (L.dq_tma()) {
-      // The dQ writer (lane 0 of the next warp): per slot, once the consumers staged its dQ in tile g % 2,
+      // The dQ writer (lane 0 of the next warp): per slot, once the consumers staged its dQ in tile g % kQ,
       // one TMA reduce-add per 32-column box (and partial) into dq_acc; the tile is free again once the adds
-      // read it. Deterministic: the adds wait for the slot's turn, and the turn passes once they completed,
-      // before the writer waits for the next slot, so no CTA holds one turn while it waits for another.
+      // read it (deterministic: once they completed and the turn passed).
       if (warp == 4 * NWG + 1 && lane == 0 && n_slots > 0) {
         const TmaMap* dqmap = reinterpret_cast<const TmaMap*>(hp.dq_map);
         tma_prefetch_map(dqmap);
+        // Deterministic: the slot whose adds are in flight and whose turn has not passed yet. A second slot's
+        // adds go out beside them only when its turn has already come; otherwise the pending turn passes
+        // first, so no turn is held while the writer waits for another.
+        int* pend_sem = nullptr;
+        int pend_q = 0;
         for (int g = 0; g < n_slots; ++g) {
           int h, m0;
           slot_of(g, h, m0);
-          const int q = g & 1;
-          mbar_wait(dq_full(q), (g >> 1) & 1);
+          const int q = g % kQ;
+          mbar_wait(dq_full(q), (g / kQ) & 1);
+          int* sem = nullptr;
           if constexpr (Sched::kDeterministic) {
-            attn_bwd_wait_turn(sched.sem(h, m0), sched.turn(m0));
+            sem = sched.sem(h, m0);
+            const int turn = sched.turn(m0);
+            int v;
+            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
+            if (v != turn) {
+              if (pend_sem != nullptr) {
+                attn_bwd_pass_turn_after_bulk(pend_sem);
+                mbar_arrive(dq_empty(pend_q));
+                pend_sem = nullptr;
+              }
+              attn_bwd_wait_turn(sem, turn);
+            }
             fence_proxy_async_global();
           }
           const int grow = static_cast<int>((static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0);
@@ -166,11 +183,21 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
             for (int j = 0; j < D / 32; ++j) tma_reduce_add_2d(dqmap, j * 32, grow, tile + pi * (64 * D * 4) + j * (64 * 128));
           bulk_commit();
           if constexpr (Sched::kDeterministic) {
-            attn_bwd_pass_turn_after_bulk(sched.sem(h, m0));
+            if (pend_sem != nullptr) {  // the older group is complete: its turn passes
+              bulk_wait<1>();
+              fence_proxy_async_global();
+              asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(pend_sem) : "memory");
+              mbar_arrive(dq_empty(pend_q));
+            }
+            pend_sem = sem;
+            pend_q = q;
           } else {
             bulk_wait_read<0>();
+            mbar_arrive(dq_empty(q));
           }
-          mbar_arrive(dq_empty(q));
+        }
+        if constexpr (Sched::kDeterministic) {
+          if (pend_sem != nullptr) attn_bwd_pass_turn_after_bulk(pend_sem);
         }
         bulk_wait<0>();  // the last adds are done before the CTA's shared memory goes
       }
@@ -310,14 +337,14 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
                                           kk > 0 ? 1 : 0);
         wgmma_commit();
         if constexpr (L.dq_tma()) {
-          if (ci == 0) mbar_wait(dq_empty(g & 1), ((g >> 1) & 1) ^ 1);  // the writer's adds of slot g - 2 read the tile
+          if (ci == 0) mbar_wait(dq_empty(g % kQ), ((g / kQ) & 1) ^ 1);  // the writer's adds of slot g - 2 read the tile
         }
         wgmma_wait<0>();
         fence_regs(dq);
         if constexpr (L.dq_tma()) {
           // Row r, columns col, col + 1 (col = chunk * 64 + nt * 8 + 2t) of this warpgroup's partial: box
           // col / 32, 16-byte chunk (col % 32) / 4 of the box's swizzled 128-byte row, word (col % 4).
-          unsigned char* part = sDq + (g & 1) * L.dq_tile_bytes() + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
+          unsigned char* part = sDq + (g % kQ) * L.dq_tile_bytes() + (L.dq_partials() > 1 ? wg : 0) * (64 * D * 4);
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -337,7 +364,7 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
       if constexpr (L.dq_tma()) {
         // This thread's part of the slot's dQ is staged: visible to the writer's TMA past the arrival.
         fence_proxy_async();
-        mbar_arrive(dq_full(g & 1));
+        mbar_arrive(dq_full(g % kQ));
       }
       fence_regs(dv);
       fence_regs(dk);

@@ -19,9 +19,10 @@ struct alignas(64) AttnBwdHopperParams {
 
 // Shared-memory layout of the hopper main kernel <T, D, BS> (bytes; every tile 1024-byte aligned): K and V of the
 // key block (BS keys), a ring of (Q, dO, lse2, delta) stages for 64 query rows (two), dS^T buffers ([BS keys][64 rows]
-// 16-bit; two when two consumer warpgroups share them), at block size 128 two dQ staging tiles that the dQ-writer
-// warp adds to dq_acc with one TMA reduce-add per 32-column box while the consumers fill the other ([64 rows][D]
-// fp32 in 32-column 128-byte-swizzled boxes, one partial per consumer warpgroup when they split the keys, D = 64),
+// 16-bit; two when two consumer warpgroups share them), at block size 128 the dQ staging tiles (two at D = 128, three
+// at D = 64) that the dQ-writer warp adds to dq_acc with one TMA reduce-add per 32-column box while the consumers
+// fill another ([64 rows][D] fp32 in 32-column 128-byte-swizzled boxes, one partial per consumer warpgroup when they
+// split the keys, D = 64),
 // and alignment slack. The mbarriers (K/V, full and empty per stage, dQ full and empty per staging tile) live in
 // the unused tail of stage 0 (after lse2 and delta), which keeps D = 128 at exactly the 227 KB a CTA may have.
 struct AttnBwdHopperLayout {
@@ -34,7 +35,7 @@ struct AttnBwdHopperLayout {
   ATTNJIT_ATTN_BWD_HD constexpr bool dq_tma() const { return BS == 128; }
   ATTNJIT_ATTN_BWD_HD constexpr int dq_partials() const { return D / 64 >= BS / 64 ? 1 : BS / 64; }
   ATTNJIT_ATTN_BWD_HD constexpr int dq_tile_bytes() const { return dq_partials() * 64 * D * 4; }
-  ATTNJIT_ATTN_BWD_HD constexpr int dq_tiles() const { return dq_tma() ? 2 : 0; }
+  ATTNJIT_ATTN_BWD_HD constexpr int dq_tiles() const { return dq_tma() ? (D == 64 ? 3 : 2) : 0; }
   ATTNJIT_ATTN_BWD_HD constexpr int stage_bytes() const { return 2 * rows_bytes() + 1024; }  // + lse2, delta, padding
   ATTNJIT_ATTN_BWD_HD constexpr int ds_bytes() const { return BS * 128; }
   ATTNJIT_ATTN_BWD_HD constexpr int ds_buffers() const { return BS == 128 ? 2 : 1; }
