@@ -181,10 +181,16 @@ struct DenseSlots {
   int kb, r, b, m_start, tiles, n_slots, kv_valid;  // m_start: the first slot walked (the last when DET)
   __device__ __forceinline__ DenseSlots(const AttnBwdParams& p_, int kb_, int r_, int b_) : p(p_), kb(kb_), r(r_), b(b_) {
     if constexpr (CAUSAL && DET) {
-      // Grid (H_kv * B, key blocks): (kb_, r_) are (blockIdx.x, blockIdx.y) = ((b, r), key block).
-      kb = r_;
-      r = kb_ % p.h_kv;
-      b = kb_ / p.h_kv;
+      // Grid (H_kv * B * band, ceil(key blocks / band)): blockIdx.x = (b, r) * band + kb % band, blockIdx.y
+      // = kb / band, so each (batch, KV head)'s key blocks rise with the linear block index (a CTA waits
+      // only for CTAs launched before it), the heaviest causal blocks start first, and the band's key
+      // blocks of a group run together, sharing its Q and dO reads in L2. The host picks the band
+      // (gqa_bwd_det_causal_band); key blocks past the last one (a partial last band) are idle().
+      const int band = static_cast<int>(gridDim.x) / (p.batch * p.h_kv);
+      const int g = kb_ / band;
+      kb = r_ * band + (kb_ - g * band);
+      r = g % p.h_kv;
+      b = g / p.h_kv;
     }
     // Rows that see a key of the block: [key0 - right reach, key0 + BN - 1 + left reach].
     const int key0 = kb * BN;
@@ -215,6 +221,8 @@ struct DenseSlots {
     m0 = (DET ? m_start - t : m_start + t) * 64;
   }
   __device__ __forceinline__ int len(int) const { return kv_valid; }
+  // A CTA of a partial last band (deterministic causal grid) holds no key block: it returns at once.
+  __device__ __forceinline__ bool idle() const { return CAUSAL && DET && kb * BN >= p.s_kv; }
   // The slot's turn counter, and this CTA's turn there: the key blocks that reach slot m0 are
   // consecutive, from the one holding key m0 - left reach (0 without a left window) to the last.
   __device__ __forceinline__ int* sem(int h, int m0) const {

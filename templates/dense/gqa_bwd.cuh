@@ -32,8 +32,9 @@ template <typename T, int D, bool CAUSAL, bool DET, bool WINDOW = false>
 __global__ void __launch_bounds__(GqaBwdTile<T, D>::kThreads, 1) gqa_bwd_main(const __grid_constant__ AttnBwdParams p) {
   static_assert(D == 64 || D == 96 || D == 128 || D == 256, "gqa_bwd: D is 64, 96, 128 or 256");
   static_assert(GqaBwdTile<T, D>::kSmemBytes == gqa_bwd_smem_bytes(D), "gqa_bwd: host and device smem agree");
-  attn_bwd_main_body<GqaBwdTile<T, D>>(
-      p, DenseSlots<gqa_bwd_block_n(D), CAUSAL, DET, WINDOW>(p, blockIdx.x, blockIdx.y, blockIdx.z));
+  const DenseSlots<gqa_bwd_block_n(D), CAUSAL, DET, WINDOW> sched(p, blockIdx.x, blockIdx.y, blockIdx.z);
+  if (sched.idle()) return;
+  attn_bwd_main_body<GqaBwdTile<T, D>>(p, sched);
 }
 
 }  // namespace attnjit::kernels

@@ -11,7 +11,9 @@ template <typename T, int D, bool CAUSAL, bool DET, bool WINDOW = false>
 __global__ void __launch_bounds__(3 * 128, 1) gqa_bwd_hopper(const __grid_constant__ AttnBwdHopperParams hp) {
   static_assert(gqa_bwd_hopper_head_dim(D), "gqa_bwd_hopper: D is 64 or 128");
   constexpr int BN = gqa_bwd_hopper_block_n();
-  attn_bwd_hopper_body<T, D, BN>(hp, DenseSlots<BN, CAUSAL, DET, WINDOW>(hp.p, blockIdx.x, blockIdx.y, blockIdx.z));
+  const DenseSlots<BN, CAUSAL, DET, WINDOW> sched(hp.p, blockIdx.x, blockIdx.y, blockIdx.z);
+  if (sched.idle()) return;
+  attn_bwd_hopper_body<T, D, BN>(hp, sched);
 }
 
 }  // namespace attnjit::kernels

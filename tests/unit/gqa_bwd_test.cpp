@@ -17,6 +17,7 @@
 #include "attnjit/runtime.hpp"
 #include "base/host_numeric.hpp"
 #include "jit/nvrtc_compiler.hpp"
+#include "ops/dense/gqa_bwd_call.hpp"
 #include "ops/registry.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "test_util.hpp"
@@ -237,6 +238,24 @@ TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without sp
     }
     MESSAGE(s.describe() << ": " << r.log.substr(r.log.find("Used"), r.log.find('\n', r.log.find("Used")) - r.log.find("Used")));
   }
+}
+
+TEST_CASE("gqa_bwd: the deterministic causal grid's band gives a group about four CTAs in flight") {
+  using attnjit::ops::gqa_bwd_det_causal_band;
+  // (groups = B * H_kv, key blocks of 128, SMs)
+  CHECK(gqa_bwd_det_causal_band(128, 8, 132) == 4);   // B16 S1k H_kv 8: one CTA a group in the first wave
+  CHECK(gqa_bwd_det_causal_band(64, 16, 132) == 2);   // two a group
+  CHECK(gqa_bwd_det_causal_band(32, 32, 132) == 1);   // B4 S4k: four a group already
+  CHECK(gqa_bwd_det_causal_band(8, 128, 132) == 1);   // B1 S16k
+  CHECK(gqa_bwd_det_causal_band(1000, 2, 132) == 2);  // never more than the key blocks
+  CHECK(gqa_bwd_det_causal_band(1000, 0, 132) == 1);
+  CHECK(gqa_bwd_det_causal_band(0, 5, 0) == 4);       // degenerate counts stay in range
+  for (int groups : {1, 7, 66, 132, 133, 500, 100000})
+    for (int n_kv : {1, 2, 3, 8, 33, 512}) {
+      const int band = gqa_bwd_det_causal_band(groups, n_kv, 132);
+      CHECK(band >= 1);
+      CHECK(band <= n_kv);
+    }
 }
 
 TEST_CASE("gqa_bwd: the warm-up matrix holds D 128's kernels; the op is registered") {

@@ -259,13 +259,26 @@ WorkspaceLayout workspace_layout(const GqaBwdCall& c, bool det) {
   return w;
 }
 
+}  // namespace
+
+// Band 1 (the key block slowest) starts the heaviest causal blocks first and balances best, but when
+// there are about as many groups as SMs each group then runs one CTA at a time, and every CTA streams its
+// group's Q and dO from DRAM. A band gives a group about four CTAs in flight, which share those reads in
+// L2.
+int gqa_bwd_det_causal_band(int groups, int n_kv, int sm_count) {
+  const int in_flight = std::max(1, sm_count / std::max(1, groups));  // CTAs per group in the first wave
+  return std::clamp((4 + in_flight - 1) / in_flight, 1, std::max(1, n_kv));
+}
+
+namespace {
+
 class GqaBwdPlan final : public detail::PlanImpl {
  public:
   struct Loaded {
     std::shared_ptr<const jit::LoadedKernel> prep, main, dq;
   };
-  GqaBwdPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper)
-      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper),
+  GqaBwdPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper, int sm_count)
+      : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper), sm_count_(sm_count),
         workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
 
   void prepare(const TensorArgs& tensors) const override {
@@ -304,13 +317,16 @@ class GqaBwdPlan final : public detail::PlanImpl {
     void* args[] = {&p};
     const long long rows = static_cast<long long>(c.B) * c.H * w.s_pad;
     launch_bwd_kernel(kOp, *k_.prep, bwd_blocks(rows * (dp / 8), 256), 1, 1, 256, 0, cu_stream, args);
-    // Grid (key blocks, H_kv, B); deterministic causal: (H_kv * B, key blocks), so that key block 0 of
-    // every (batch, KV head) starts first (templates/common/attention_bwd.cuh, DenseSlots).
-    const bool kb_slowest = cfg_.is_causal && cfg_.deterministic;
+    // Grid (key blocks, H_kv, B); deterministic causal: (H_kv * B * band, ceil(key blocks / band)), so
+    // that the first band of key blocks of every (batch, KV head) starts first
+    // (templates/common/attention_bwd.cuh, DenseSlots).
+    const bool banded = cfg_.is_causal && cfg_.deterministic;
     auto grid = [&](int bn) {
-      const unsigned n_kv = static_cast<unsigned>((c.S + bn - 1) / bn);
-      return kb_slowest ? std::tuple{static_cast<unsigned>(c.H_kv * c.B), n_kv, 1u}
-                        : std::tuple{n_kv, static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B)};
+      const int n_kv = static_cast<int>((c.S + bn - 1) / bn);
+      const int groups = static_cast<int>(c.H_kv * c.B);
+      const int band = gqa_bwd_det_causal_band(groups, n_kv, sm_count_);
+      return banded ? std::tuple{static_cast<unsigned>(groups * band), static_cast<unsigned>((n_kv + band - 1) / band), 1u}
+                    : std::tuple{static_cast<unsigned>(n_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B)};
     };
     if (hopper_) {
       kernels::AttnBwdHopperParams hp{};
@@ -378,6 +394,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
   Device device_;
   Loaded k_;
   bool hopper_ = false;
+  int sm_count_ = 1;  // the device's SMs (the deterministic causal grid's band)
   std::unique_ptr<detail::PlanWorkspace> workspace_;
 };
 
@@ -422,7 +439,7 @@ class GqaBwdOp final : public detail::OpInstance {
           hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
                  : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
       require_dynamic_smem(kOp, *k.main, specs.main, smem);
-      return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper);
+      return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper, ctx_.sm_count(dev));
     });
   }
 
