@@ -70,7 +70,7 @@ __global__ void __launch_bounds__((BS / 64 + 1) * 128, BS == 64 ? 2 : 1)
   const float score_scale = p.scale_log2;
   HopperSoftmaxState<D> st;
   st.init();
-  hopper_mainloop<T, D, BN, false, NWG>(
+  hopper_mainloop<T, D, BN, false, NWG, (NWG == 2 && D <= 128)>(
       ring, wg, -1, [](int, int valid) { return valid < BN; }, [](int, int valid, int, int jl) { return jl < valid; },
       score_scale, 0.f, 0.f, st);
 

@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   auto visible = [&](int n0, int, int hf, int jl) {
     return key_visible<CAUSAL, WINDOW>(n0 + jl, row_pos[hf], kv_len, p.window_left, p.window_right);
   };
-  hopper_mainloop<T, D, BN, SOFTCAP, 2>(ring, wg, num_tiles, need, visible, score_scale, p.softcap_log2,
-                                        p.softcap_inv_scale, st);
+  hopper_mainloop<T, D, BN, SOFTCAP, 2, (D <= 128)>(ring, wg, num_tiles, need, visible, score_scale, p.softcap_log2,
+                                                     p.softcap_inv_scale, st);
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;

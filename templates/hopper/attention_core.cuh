@@ -216,15 +216,40 @@ __device__ __forceinline__ void hold_regs(unsigned (&pa)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[i][e])::"memory");
 }
 
+// Ping-pong of two consumer warpgroups (FlashAttention-3's inter-warpgroup overlap): they take turns to
+// issue their wgmmas, so that one warpgroup's softmax runs while the other's GEMMs hold the tensor
+// cores, instead of both issuing at once and then both doing exp at once. Named barrier 3 + wg (256
+// threads) is warpgroup wg's turn: it waits there before an issue and arrives on the other's after.
+// Warpgroup 1 grants the first turn; warpgroup 0 takes the last arrival at the end, so both barriers are
+// balanced when the warpgroups issue equally often (they walk the same tiles of one ring). Ids 1 and 2
+// are the Q loads' (HopperRing::load_q).
+template <bool ON>
+struct HopperPingPong {
+  int wg;
+  __device__ __forceinline__ void start() const {
+    if (ON && wg == 1) named_barrier_arrive(3, 256);
+  }
+  __device__ __forceinline__ void take() const {
+    if (ON) named_barrier(3 + wg, 256);
+  }
+  __device__ __forceinline__ void pass() const {
+    if (ON) named_barrier_arrive(3 + (wg ^ 1), 256);
+  }
+  __device__ __forceinline__ void finish() const {
+    if (ON && wg == 0) named_barrier(3, 256);
+  }
+};
+
 // A consumer warpgroup's whole key loop over the ring: num_tiles tiles, or (num_tiles < 0) until the
 // producer's empty record. Tile t + 1's
 // S = Q K^T is issued before tile t's O += P V, so that the softmax of tile t + 1 runs while the tensor
 // cores compute P V of tile t (O is rescaled after that group completes). need(n0, valid) says whether a
-// tile needs masking; visible(n0, valid, hf, j) whether its key column j is visible to row hf.
-template <typename T, int D, int BN, bool SOFTCAP, int NWG, typename Need, typename Visible>
-__device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
+// tile needs masking; visible(n0, valid, hf, j) whether its key column j is visible to row hf. Every wgmma
+// issue of the D <= 128 loop is a turn (HopperPingPong).
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, typename Need, typename Visible, typename Turn>
+__device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
-                                                float softcap_inv_scale, HopperSoftmaxState<D>& st) {
+                                                float softcap_inv_scale, HopperSoftmaxState<D>& st, const Turn& turn) {
   const int lane = threadIdx.x % 32;
   float sc[BN / 2];
   unsigned pa[BN / 16][4], pa_next[BN / 16][4];
@@ -273,7 +298,9 @@ __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ri
   }
   record(0, n0, valid);
   if (valid == 0) return;
+  turn.take();
   hopper_issue_qk<T, D, BN, NWG>(ring, wg, 0, sc);
+  turn.pass();
   wgmma_wait<0>();
   fence_regs(sc);
   __syncwarp();  // every lane has read the tile's record
@@ -288,8 +315,10 @@ __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ri
   record(1, n1, valid1);
   // One step: tile t's P V (P in cur) overlapped with tile t + 1's scores; tile t + 1's P into nxt.
   auto step = [&](unsigned (&cur)[BN / 16][4], unsigned (&nxt)[BN / 16][4]) {
+    turn.take();
     hopper_issue_qk<T, D, BN, NWG>(ring, wg, t + 1, sc);
     hopper_issue_pv<T, D, BN, NWG>(ring, t, cur, st.o);
+    turn.pass();
     wgmma_wait<1>();
     fence_regs(sc);
     __syncwarp();  // every lane has read the tile's record
@@ -314,16 +343,32 @@ __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ri
     }
     step(pa_next, pa);
   }
+  turn.take();
   if (in_next) {
     hopper_issue_pv<T, D, BN, NWG>(ring, t, pa_next, st.o);
   } else {
     hopper_issue_pv<T, D, BN, NWG>(ring, t, pa, st.o);
   }
+  turn.pass();
   wgmma_wait<0>();
   fence_regs(st.o);
   hold_regs(pa);
   hold_regs(pa_next);
   if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+}
+
+// A consumer warpgroup's key loop (hopper_key_loop), with ping-pong turns when PINGPONG (two warpgroups,
+// D <= 128).
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool PINGPONG = false, typename Need, typename Visible>
+__device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
+                                                Visible visible, float score_scale, float softcap_log2,
+                                                float softcap_inv_scale, HopperSoftmaxState<D>& st) {
+  static_assert(!PINGPONG || (NWG == 2 && D <= 128), "hopper_mainloop: ping-pong needs two warpgroups and D <= 128");
+  const HopperPingPong<PINGPONG> turn{wg};
+  turn.start();
+  hopper_key_loop<T, D, BN, SOFTCAP, NWG>(ring, wg, num_tiles, need, visible, score_scale, softcap_log2,
+                                          softcap_inv_scale, st, turn);
+  turn.finish();
 }
 
 }  // namespace attnjit::kernels

@@ -110,6 +110,10 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier `id` without waiting (the waiters' bar.sync counts these `threads` too).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // --- wgmma ---
 // Shared-memory matrix descriptor of a 128-byte-swizzled operand (the layout TMA writes with
