@@ -152,6 +152,14 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(attnjit::ops::Tuning::read({{"nsa_topk_tile", "128x3"}}).nsa_topk_tile == "128x3");
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"nsa_topk_tile", 64}}), attnjit::InvalidArgument);
   }
+  SUBCASE("ATTNJIT_TUNE_GQA_BWD_BAND") {
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_bwd_band == 0);
+    env.set("ATTNJIT_TUNE_GQA_BWD_BAND", "3");
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_bwd_band == 3);
+    CHECK(attnjit::ops::Tuning::read({{"gqa_bwd_band", 8}}).gqa_bwd_band == 8);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_bwd_band", -1}}), attnjit::InvalidArgument);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_bwd_band", "wide"}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -173,6 +181,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("lineinfo: not a boolean") { var = "ATTNJIT_LINEINFO", value = "y"; }
   SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_TUNE_LI_FORCE_SLAB", value = "yes please"; }
   SUBCASE("decode splits: not a count") { var = "ATTNJIT_TUNE_DECODE_SPLITS", value = "-3"; }
+  SUBCASE("gqa_bwd band: not a count") { var = "ATTNJIT_TUNE_GQA_BWD_BAND", value = "two"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);

@@ -101,6 +101,7 @@ inline const std::vector<std::string>& attnjit_env_names() {
       "ATTNJIT_LINEINFO",        "ATTNJIT_LOG_LEVEL",       "ATTNJIT_ARCH",         "ATTNJIT_TUNE_GQA_TILE",
       "ATTNJIT_TUNE_DECODE_TILE", "ATTNJIT_TUNE_DECODE_SPLITS", "ATTNJIT_TUNE_LI_FORCE_SLAB", "ATTNJIT_TUNE_LATENT_TILE", "ATTNJIT_TUNE_NSA_SELECTED_TILE",
       "ATTNJIT_TUNE_NSA_TOPK_TILE",
+      "ATTNJIT_TUNE_GQA_BWD_BAND",
       "XDG_CACHE_HOME",
       "HOME"};
   return names;

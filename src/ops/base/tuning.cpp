@@ -24,6 +24,7 @@ Tuning Tuning::from_env() {
   if (auto v = env::get("ATTNJIT_TUNE_LATENT_TILE")) t.latent_tile = env::parse_nonneg_int("ATTNJIT_TUNE_LATENT_TILE", v);
   if (auto v = env::get("ATTNJIT_TUNE_NSA_SELECTED_TILE")) t.nsa_selected_tile = v;
   if (auto v = env::get("ATTNJIT_TUNE_NSA_TOPK_TILE")) t.nsa_topk_tile = v;
+  if (auto v = env::get("ATTNJIT_TUNE_GQA_BWD_BAND")) t.gqa_bwd_band = env::parse_nonneg_int("ATTNJIT_TUNE_GQA_BWD_BAND", v);
   return t;
 }
 
@@ -45,9 +46,13 @@ Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
         t.latent_tile = v.get<int>();
       } else if (k == "nsa_selected_tile") t.nsa_selected_tile = v.get<std::string>();
       else if (k == "nsa_topk_tile") t.nsa_topk_tile = v.get<std::string>();
-      else
+      else if (k == "gqa_bwd_band") {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 65535)
+          throw nlohmann::json::type_error::create(302, "gqa_bwd_band", nullptr);
+        t.gqa_bwd_band = v.get<int>();
+      } else
         throw InvalidArgument(fmt::format("options: param: tune.{}: expected one of gqa_tile, decode_tile, "
-                                          "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, nsa_topk_tile, got an unknown key", k));
+                                          "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, nsa_topk_tile, gqa_bwd_band, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: tune.{}: wrong type, got {}", k, v.dump()));
     }

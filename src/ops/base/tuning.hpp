@@ -29,6 +29,9 @@ struct Tuning {
   // ATTNJIT_TUNE_NSA_TOPK_TILE / "nsa_topk_tile": nsa_topk's "BNxSTAGES[xWINDOW]" (k_cmp chunks per
   // tile, ring depth, candidates per on-chip window), e.g. "32x2"; empty = the planner's.
   std::string nsa_topk_tile;
+  // ATTNJIT_TUNE_GQA_BWD_BAND / "gqa_bwd_band": the key blocks of a (batch, KV head) group that the
+  // deterministic causal gqa_bwd grid launches side by side (gqa_bwd_det_causal_band); 0 = the planner's.
+  int gqa_bwd_band = 0;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

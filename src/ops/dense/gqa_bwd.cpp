@@ -277,8 +277,10 @@ class GqaBwdPlan final : public detail::PlanImpl {
   struct Loaded {
     std::shared_ptr<const jit::LoadedKernel> prep, main, dq;
   };
-  GqaBwdPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper, int sm_count)
+  GqaBwdPlan(const GqaBwdConfig& cfg, DType dtype, int64_t D, Device device, Loaded k, bool hopper, int sm_count,
+             int band)
       : cfg_(cfg), dtype_(dtype), D_(D), device_(device), k_(std::move(k)), hopper_(hopper), sm_count_(sm_count),
+        band_(band),
         workspace_(std::make_unique<detail::PlanWorkspace>(kOp, device.index)) {}
 
   void prepare(const TensorArgs& tensors) const override {
@@ -324,7 +326,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
     auto grid = [&](int bn) {
       const int n_kv = static_cast<int>((c.S + bn - 1) / bn);
       const int groups = static_cast<int>(c.H_kv * c.B);
-      const int band = gqa_bwd_det_causal_band(groups, n_kv, sm_count_);
+      const int band = band_ > 0 ? std::min(band_, std::max(1, n_kv)) : gqa_bwd_det_causal_band(groups, n_kv, sm_count_);
       return banded ? std::tuple{static_cast<unsigned>(groups * band), static_cast<unsigned>((n_kv + band - 1) / band), 1u}
                     : std::tuple{static_cast<unsigned>(n_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B)};
     };
@@ -395,6 +397,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
   Loaded k_;
   bool hopper_ = false;
   int sm_count_ = 1;  // the device's SMs (the deterministic causal grid's band)
+  int band_ = 0;      // ATTNJIT_TUNE_GQA_BWD_BAND; 0: gqa_bwd_det_causal_band's
   std::unique_ptr<detail::PlanWorkspace> workspace_;
 };
 
@@ -439,7 +442,8 @@ class GqaBwdOp final : public detail::OpInstance {
           hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
                  : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
       require_dynamic_smem(kOp, *k.main, specs.main, smem);
-      return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper, ctx_.sm_count(dev));
+      return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper, ctx_.sm_count(dev),
+                                          ctx_.tuning().gqa_bwd_band);
     });
   }
 
