@@ -1,10 +1,11 @@
 // gqa_fwd / gqa_varlen_fwd, hopper backend (sm_90a): a warp-specialised FlashAttention forward on
 // warpgroup MMAs (wgmma) with TMA loads.
 //
-// One CTA computes 128 packed query rows of one KV head (packed row m = (query i = m / g, head-in-group
-// m % g), as in the portable kernel, so the g heads of a group share every K/V tile). Warps 0-7 are two
-// consumer warpgroups that own 64 rows each (240 registers per thread after setmaxnreg); warps 8-11
-// are the producer warpgroup (24 registers), of which one thread issues the TMA loads of
+// One CTA computes BM = 64 NWG packed query rows of one KV head (packed row m = (query i = m / g,
+// head-in-group m % g), as in the portable kernel, so the g heads of a group share every K/V tile). Warps
+// 0 .. 4 NWG - 1 are NWG consumer warpgroups that own 64 rows each (240 registers per thread after
+// setmaxnreg with two, 160 with three); the last four warps are the producer warpgroup (24 registers), of
+// which one thread issues the TMA loads of
 // K and V tiles (BN keys, 64-column boxes, 128-byte swizzle) into a two-stage ring guarded by "full"
 // (transaction-count) and "empty" (one arrival per consumer warp) mbarriers. Q is loaded once by its
 // warpgroup with cp.async into the same swizzled layout.
@@ -12,8 +13,9 @@
 // The mainloop is hopper/attention_core.cuh. Per key tile a consumer warpgroup runs S = Q K^T as
 // D/16 wgmma (both operands in shared memory, K-major), releases K, applies masks, softcap and the online softmax in registers (the wgmma
 // accumulator has the m16n8 fragment layout per warp, so each thread holds two rows), and runs
-// O += P V as BN/16 wgmma with P from registers and V N-major in shared memory. The two warpgroups
-// interleave naturally: while one does its softmax, the other's MMAs run.
+// O += P V as BN/16 wgmma with P from registers and V N-major in shared memory. Two warpgroups (D <= 128)
+// take turns to issue (ping-pong, so one's softmax runs under the other's GEMMs); three (D 64: 192-row
+// tiles, a third less K/V shared-memory traffic per row) interleave freely.
 #pragma once
 #include "common/band_mask.cuh"
 #include "common/kv_rows.cuh"
@@ -38,7 +40,7 @@ template <typename T, int D, int BN, typename Ring>
 __device__ __forceinline__ void hopper_produce_paged(const Ring& ring, const GqaFwdParams& p, int b, int r, int n_first,
                                                      int num_tiles, int kv_len) {
   constexpr int kChunks = D / 8;
-  const int ptid = threadIdx.x - 256;
+  const int ptid = threadIdx.x - 128 * Ring::kWarpgroups;
   const int* page_row = p.page_table + b * p.pt_sb;
   // One operand (K or V) of tile t into its stage, after the consumers freed it; one cp.async group.
   auto issue = [&](int t, bool is_v) {
@@ -83,21 +85,24 @@ __device__ __forceinline__ void hopper_produce_paged(const Ring& ring, const Gqa
   }
 }
 
-template <typename T, int D, int BN, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS>
-__global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
+template <typename T, int D, int BN, int NWG, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS>
+__global__ void __launch_bounds__(128 * (NWG + 1), 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
   static_assert(sizeof(T) == 2, "gqa_fwd_hopper: 16-bit operands");
   static_assert(BN == 64 || BN == 128, "gqa_fwd_hopper: BN is 64 or 128");
+  static_assert(NWG == 2 || (NWG == 3 && D == 64), "gqa_fwd_hopper: two consumer warpgroups, or three at D 64");
   static_assert(KV_MODE == kKvDense || ((KV_MODE == kKvPacked || KV_MODE == kKvPaged) && VARLEN) ||
                     (KV_MODE == kKvCompressed && VARLEN && CAUSAL && !WINDOW),
                 "gqa_fwd_hopper: dense keys, or packed, paged or (causal) compressed keys with packed queries");
   static_assert(!SINKS || VARLEN, "gqa_fwd_hopper: sinks come with packed queries");
   using Mma = MmaOp<T>;
-  constexpr int BM = 128, kDT = D / 8;
+  constexpr int BM = 64 * NWG, kDT = D / 8;
+  constexpr bool kPaged = KV_MODE == kKvPaged;
   const GqaFwdParams& p = hp.p;
   extern __shared__ unsigned char smem_raw[];
-  static_assert(HopperRing<D, BN>::kSmemBytes == gqa_fwd_hopper_smem_bytes(D, BN) && gqa_fwd_hopper_threads() == 384,
+  static_assert(HopperRing<D, BN, NWG>::kSmemBytes == gqa_fwd_hopper_smem_bytes(D, BN, NWG) &&
+                    gqa_fwd_hopper_threads(NWG) == 128 * (NWG + 1),
                 "gqa_fwd_hopper: the host's launch geometry (gqa_fwd_hopper_params.cuh)");
-  const HopperRing<D, BN> ring(smem_raw);
+  const HopperRing<D, BN, NWG> ring(smem_raw);
 
   const int r = blockIdx.y;  // KV head
   const int g = p.group;
@@ -126,18 +131,18 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) ring.init(KV_MODE == kKvPaged ? 128 : 1);
+  if (threadIdx.x == 0) ring.init(kPaged ? 128 : 1);
   __syncthreads();
 
-  if (warp >= 8) {
+  if (warp >= 4 * NWG) {
     // Producer warpgroup: one thread issues K(t) and V(t) for every tile (TMA); paged keys: all 128
     // threads copy rows with cp.async (hopper_produce_paged).
-    setmaxnreg_dec<KV_MODE == kKvPaged ? 40 : 24>();
-    if constexpr (KV_MODE == kKvPaged) {
+    setmaxnreg_dec<gqa_fwd_hopper_producer_regs(kPaged)>();
+    if constexpr (kPaged) {
       hopper_produce_paged<T, D, BN>(ring, p, b, r, n_first, num_tiles, kv_len);
       return;
     }
-    if (warp == 8 && lane == 0) {
+    if (warp == 4 * NWG && lane == 0) {
       const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
       tma_prefetch_map(kmap);
@@ -154,7 +159,7 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   }
 
   // Consumer warpgroups.
-  setmaxnreg_inc<KV_MODE == kKvPaged ? 232 : 240>();
+  setmaxnreg_inc<gqa_fwd_hopper_consumer_regs(NWG, kPaged)>();
   const int wg = warp / 4, wq = warp % 4;
   const T* qb = static_cast<const T*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
@@ -184,8 +189,8 @@ __global__ void __launch_bounds__(384, 1) gqa_fwd_hopper(const __grid_constant__
   auto visible = [&](int n0, int, int hf, int jl) {
     return key_visible<CAUSAL, WINDOW>(n0 + jl, row_pos[hf], kv_len, p.window_left, p.window_right);
   };
-  hopper_mainloop<T, D, BN, SOFTCAP, 2, (D <= 128)>(ring, wg, num_tiles, need, visible, score_scale, p.softcap_log2,
-                                                     p.softcap_inv_scale, st);
+  hopper_mainloop<T, D, BN, SOFTCAP, NWG, (NWG == 2 && D <= 128)>(ring, wg, num_tiles, need, visible, score_scale,
+                                                                  p.softcap_log2, p.softcap_inv_scale, st);
 
   // Normalise, fold in the sink, write O and the natural-log LSE.
   constexpr float kLn2 = 0.69314718055994530942f;

@@ -6,9 +6,18 @@
 
 namespace attnjit::kernels {
 
-// A CTA: two consumer warpgroups of 64 query rows and the producer warpgroup, on HopperRing<D, BN>.
-ATTNJIT_HD constexpr int gqa_fwd_hopper_threads() { return hopper_ring_threads(2); }
-ATTNJIT_HD constexpr int gqa_fwd_hopper_smem_bytes(int D, int BN) { return hopper_ring_smem_bytes(D, BN, 2); }
+// A CTA: nwg consumer warpgroups of 64 query rows (BM = 64 nwg) and the producer warpgroup, on
+// HopperRing<D, BN, nwg>.
+ATTNJIT_HD constexpr int gqa_fwd_hopper_threads(int nwg) { return hopper_ring_threads(nwg); }
+ATTNJIT_HD constexpr int gqa_fwd_hopper_smem_bytes(int D, int BN, int nwg) { return hopper_ring_smem_bytes(D, BN, nwg); }
+// Registers a thread of a consumer / producer warpgroup keeps after setmaxnreg: multiples of 8, the CTA's
+// total within the SM's 64K, at most 240 a consumer. The paged producer (cp.async over all 128 threads)
+// needs more than TMA's one issuing thread.
+ATTNJIT_HD constexpr int gqa_fwd_hopper_producer_regs(bool paged) { return paged ? 40 : 24; }
+ATTNJIT_HD constexpr int gqa_fwd_hopper_consumer_regs(int nwg, bool paged) {
+  const int fit = (65536 - 128 * gqa_fwd_hopper_producer_regs(paged)) / (128 * nwg) / 8 * 8;
+  return fit < 240 ? fit : 240;
+}
 
 struct alignas(64) GqaFwdHopperParams {
   unsigned long long k_map[16];  // CUtensorMap bytes

@@ -1,5 +1,5 @@
 // The attention mainloop of the hopper backend, shared by its kernels (gqa_fwd_hopper.cuh,
-// bsa_fwd_hopper.cuh): a CTA of two (or one) consumer warpgroups (64 query rows each) and one producer
+// bsa_fwd_hopper.cuh): a CTA of one to three consumer warpgroups (64 query rows each) and one producer
 // warpgroup,
 // K/V tiles of BN keys in a two-stage shared-memory ring filled by TMA (64-column boxes, 128-byte
 // swizzle) and guarded by mbarriers, S = Q K^T and O += P V on wgmma, online softmax in registers. For
@@ -23,7 +23,7 @@ struct HopperRing {
   static constexpr int kStages = 2;
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kStageBytes + 8 * 8 + kStages * 8 + 1024;
   static_assert(D % 64 == 0 && D <= 256, "HopperRing: D is 64, 128 or 256");
-  static_assert(NWG == 1 || NWG == 2, "HopperRing: one or two consumer warpgroups");
+  static_assert(NWG >= 1 && NWG <= 3, "HopperRing: one to three consumer warpgroups");
   static_assert(kSmemBytes == hopper_ring_smem_bytes(D, BN, NWG), "HopperRing: the host's geometry (ring_params.cuh)");
 
   unsigned char* q;
@@ -152,8 +152,10 @@ __device__ __forceinline__ void hopper_issue_pv(const HopperRing<D, BN, NWG>& ri
 // increased, and P in the A-fragment layout of m64nNk16 (per warp that of mma.sync m16n8k16: for keys
 // kk * 16 .., regs 0 / 1 are rows g / g + 8 at keys 2t, regs 2 / 3 the same at keys 2t + 8). Returns
 // whether O must be multiplied by alpha[hf] before P V is added (lazy rescaling: a row's reference
-// maximum moves only when the tile's maximum exceeds it by more than 2^8; warp-uniform).
-template <typename T, int D, int BN, bool SOFTCAP, typename Visible>
+// maximum moves only when the tile's maximum exceeds it by more than 2^8; warp-uniform). PACK = false
+// leaves P in sc (fp32) for hopper_pack_p, so that P's 16-bit registers can still be read by an
+// in-flight P V meanwhile.
+template <typename T, int D, int BN, bool SOFTCAP, bool PACK = true, typename Visible>
 __device__ __forceinline__ bool hopper_softmax(float (&sc)[BN / 2], bool need_mask, Visible visible, float score_scale,
                                                float softcap_log2, float softcap_inv_scale, HopperSoftmaxState<D>& st,
                                                unsigned (&pa)[BN / 16][4], float (&alpha)[2]) {
@@ -200,11 +202,25 @@ __device__ __forceinline__ bool hopper_softmax(float (&sc)[BN / 2], bool need_ma
       const float p0 = fast_exp2(fmaf(sc[nt * 4 + 2 * hf], score_scale, -m_scaled));
       const float p1 = fast_exp2(fmaf(sc[nt * 4 + 2 * hf + 1], score_scale, -m_scaled));
       rs += p0 + p1;
-      pa[nt / 2][(nt % 2) * 2 + hf] = Mma::pack(p0, p1);
+      if constexpr (PACK) {
+        pa[nt / 2][(nt % 2) * 2 + hf] = Mma::pack(p0, p1);
+      } else {
+        sc[nt * 4 + 2 * hf] = p0;
+        sc[nt * 4 + 2 * hf + 1] = p1;
+      }
     }
     st.l[hf] += rs;
   }
   return moved;
+}
+
+// P left in sc by hopper_softmax<..., PACK = false>, into the A-fragment layout (as hopper_softmax packs it).
+template <typename T, int BN>
+__device__ __forceinline__ void hopper_pack_p(const float (&sc)[BN / 2], unsigned (&pa)[BN / 16][4]) {
+#pragma unroll
+  for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) pa[nt / 2][(nt % 2) * 2 + hf] = MmaOp<T>::pack(sc[nt * 4 + 2 * hf], sc[nt * 4 + 2 * hf + 1]);
 }
 
 // Keeps P's registers allocated (and unmodified) until the P V group that reads them has completed.
@@ -221,8 +237,8 @@ __device__ __forceinline__ void hold_regs(unsigned (&pa)[N][4]) {
 // cores, instead of both issuing at once and then both doing exp at once. Named barrier 3 + wg (256
 // threads) is warpgroup wg's turn: it waits there before an issue and arrives on the other's after.
 // Warpgroup 1 grants the first turn; warpgroup 0 takes the last arrival at the end, so both barriers are
-// balanced when the warpgroups issue equally often (they walk the same tiles of one ring). Ids 1 and 2
-// are the Q loads' (HopperRing::load_q).
+// balanced when the warpgroups issue equally often (they walk the same tiles of one ring). Ids 1 to
+// NWG are the Q loads' (HopperRing::load_q); ping-pong runs with two warpgroups only.
 template <bool ON>
 struct HopperPingPong {
   int wg;
@@ -245,8 +261,11 @@ struct HopperPingPong {
 // S = Q K^T is issued before tile t's O += P V, so that the softmax of tile t + 1 runs while the tensor
 // cores compute P V of tile t (O is rescaled after that group completes). need(n0, valid) says whether a
 // tile needs masking; visible(n0, valid, hf, j) whether its key column j is visible to row hf. Every wgmma
-// issue of the D <= 128 loop is a turn (HopperPingPong).
-template <typename T, int D, int BN, bool SOFTCAP, int NWG, typename Need, typename Visible, typename Turn>
+// issue of the D <= 128 loop is a turn (HopperPingPong). ONE_P: P has one register set, packed from the
+// fp32 scores after the previous tile's P V completed (32 registers fewer at BN 128, for three
+// warpgroups' 160 registers a thread); otherwise the softmax packs P straight into the set the in-flight
+// P V does not read.
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool ONE_P, typename Need, typename Visible, typename Turn>
 __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
                                                 float softcap_inv_scale, HopperSoftmaxState<D>& st, const Turn& turn) {
@@ -323,7 +342,7 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
     fence_regs(sc);
     __syncwarp();  // every lane has read the tile's record
     if (lane == 0) mbar_arrive(ring.empty_k((t + 1) & 1));
-    const bool moved = hopper_softmax<T, D, BN, SOFTCAP>(
+    const bool moved = hopper_softmax<T, D, BN, SOFTCAP, !ONE_P>(
         sc, need(n1, valid1), [&](int hf, int j) { return visible(n1, valid1, hf, j); }, score_scale, softcap_log2,
         softcap_inv_scale, st, nxt, alpha);
     wgmma_wait<0>();
@@ -331,11 +350,16 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
     hold_regs(cur);
     if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
     rescale_o(moved);
+    if constexpr (ONE_P) hopper_pack_p<T, BN>(sc, nxt);  // nxt is cur: its P V has completed
     ++t;
     record(t + 1, n1, valid1);
   };
   bool in_next = false;  // which set holds the P of tile t
   while (valid1 != 0) {
+    if constexpr (ONE_P) {
+      step(pa, pa);
+      continue;
+    }
     step(pa, pa_next);
     if (valid1 == 0) {
       in_next = true;
@@ -353,12 +377,12 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   wgmma_wait<0>();
   fence_regs(st.o);
   hold_regs(pa);
-  hold_regs(pa_next);
+  if constexpr (!ONE_P) hold_regs(pa_next);
   if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
 }
 
 // A consumer warpgroup's key loop (hopper_key_loop), with ping-pong turns when PINGPONG (two warpgroups,
-// D <= 128).
+// D <= 128) and one P register set with three warpgroups.
 template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool PINGPONG = false, typename Need, typename Visible>
 __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
@@ -366,8 +390,8 @@ __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ri
   static_assert(!PINGPONG || (NWG == 2 && D <= 128), "hopper_mainloop: ping-pong needs two warpgroups and D <= 128");
   const HopperPingPong<PINGPONG> turn{wg};
   turn.start();
-  hopper_key_loop<T, D, BN, SOFTCAP, NWG>(ring, wg, num_tiles, need, visible, score_scale, softcap_log2,
-                                          softcap_inv_scale, st, turn);
+  hopper_key_loop<T, D, BN, SOFTCAP, NWG, (NWG == 3)>(ring, wg, num_tiles, need, visible, score_scale, softcap_log2,
+                                                      softcap_inv_scale, st, turn);
   turn.finish();
 }
 

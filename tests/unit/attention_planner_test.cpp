@@ -151,7 +151,7 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   const nlohmann::json hopper = {{"backend", "hopper"}};
   CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {{"backend", "hopper"}, {"is_causal", false}, {"softcap", 20.0}, {"window_size_left", 9}},
-                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm128.bn128.window.softcap.sm_90a");
+                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm192.bn128.window.softcap.sm_90a");
   CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.sm_90a");
   // 'auto' on sm_90a: the hopper kernel where it serves the call, the portable one elsewhere.
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");

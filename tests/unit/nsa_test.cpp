@@ -253,7 +253,7 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
   };
   Compressed f16({3, 5}, 4, 16, 1, 64, 64);
   Compressed bf16({9, 0, 2}, 4, 64, 2, 128, 128, DType::kBF16);
-  CHECK(chosen("auto", on_device(f16.args()), "sm_90a") == "nsa_compressed_fwd.hopper.fp16.d64.bm128.bn128.causal");
+  CHECK(chosen("auto", on_device(f16.args()), "sm_90a") == "nsa_compressed_fwd.hopper.fp16.d64.bm192.bn128.causal");
   CHECK(chosen("hopper", on_device(bf16.args()), "sm_90a") == "nsa_compressed_fwd.hopper.bf16.d128.bm128.bn128.causal");
   CHECK(chosen("portable", on_device(f16.args()), "sm_90a") == "nsa_compressed_fwd.portable.fp16.d64.bm128.bn64.causal");
   CHECK(chosen("auto", on_device(bf16.args()), "sm_80") == "nsa_compressed_fwd.portable.bf16.d128.bm128.bn32.causal");
@@ -261,7 +261,7 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
     const nlohmann::json c = {{"scale", 0.1}, {"bs", 4}};
     const auto specs = impl.op("nsa_compressed_fwd", c)->kernels_for(on_device(f16.args()), "sm_90a");
     REQUIRE(specs.size() == 1);
-    CHECK(specs[0].entry == "attnjit::kernels::gqa_fwd_hopper<__half, 64, 128, true, false, false, true, 4, false>");
+    CHECK(specs[0].entry == "attnjit::kernels::gqa_fwd_hopper<__half, 64, 128, 3, true, false, false, true, 4, false>");
   }
   CHECK(test::contains(gap("hopper", on_device(f16.args()), "sm_80"),
                        "nsa_compressed_fwd: unsupported: backend 'hopper': it needs sm_90a"));
@@ -288,7 +288,7 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
   for (const char* dt : {"fp16", "bf16"})
     for (int D : {64, 128}) {
       want.insert(fmt::format("nsa_compressed_fwd.portable.{}.d{}.bm128.bn{}.causal", dt, D, D == 128 ? 32 : 64));
-      want.insert(fmt::format("nsa_compressed_fwd.hopper.{}.d{}.bm128.bn128.causal", dt, D));
+      want.insert(fmt::format("nsa_compressed_fwd.hopper.{}.d{}.bm{}.bn128.causal", dt, D, D == 64 ? 192 : 128));
     }
   CHECK(warm == want);
   CHECK(attnjit::detail::find_op("nsa_compressed_fwd").default_matrix("sm_80").size() == 4);

@@ -172,18 +172,22 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
 }
 
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch) {
+                                              const std::string& arch, bool paged) {
   HopperAttentionChoice k;
   k.dtype = dtype;
   k.D = static_cast<int>(D);
   // NOTE: 128-key tiles keep each wgmma at N = 128; D = 256 takes 64-key tiles so that O (128 fp32
   // registers per thread) and S fit the 240 registers a consumer thread gets.
   k.BN = D == 256 ? 64 : 128;
+  // D = 64: three consumer warpgroups (192-row tiles, 160 registers a thread) read each K/V tile from
+  // shared memory for a third more rows than two; D 128 and 256 need two warpgroups' registers, and so
+  // does the paged producer (its 128 copying threads leave the consumers 152, where they spill).
+  k.warpgroups = D == 64 && !paged ? 3 : 2;
   k.causal = cfg.is_causal;
   k.window = cfg.has_window();
   k.softcap = cfg.softcap > 0;
   k.varlen = cfg.varlen;
-  k.kv_mode = cfg.varlen ? KvMode::kPacked : KvMode::kDense;
+  k.kv_mode = paged ? KvMode::kPaged : cfg.varlen ? KvMode::kPacked : KvMode::kDense;
   k.sinks = sinks;
   k.arch = arch;
   return k;
@@ -194,8 +198,9 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
   b.field("backend", "hopper").name("{}");
   b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
   b.field("head_dim", k.D).arg().name("d{}");
-  b.field("block_m", 128).name("bm{}");
+  b.field("block_m", k.block_m()).name("bm{}");
   b.field("block_n", k.BN).arg().name("bn{}");
+  b.field("warpgroups", k.warpgroups).arg();
   b.field("causal", k.causal).arg().name_if(k.causal, "causal");
   b.field("window", k.window).arg().name_if(k.window, "window");
   b.field("softcap", k.softcap).arg().name_if(k.softcap, "softcap");
@@ -252,7 +257,8 @@ void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, co
   if (!k.varlen && batch > 65535)
     throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
   Launch lc;
-  lc.grid_x = static_cast<unsigned>((q_rows * g + 127) / 128 + (k.varlen ? batch : 0));
+  const int64_t bm = k.block_m();
+  lc.grid_x = static_cast<unsigned>((q_rows * g + bm - 1) / bm + (k.varlen ? batch : 0));
   lc.grid_y = static_cast<unsigned>(H_kv);
   lc.grid_z = k.varlen ? 1u : static_cast<unsigned>(batch);
   lc.threads = static_cast<unsigned>(k.threads());

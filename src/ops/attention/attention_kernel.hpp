@@ -62,18 +62,21 @@ void check_attention_backend(const char* op, detail::Backend backend, const std:
 struct HopperAttentionChoice {
   DType dtype = DType::kBF16;
   int D = 0, BN = 0;
+  int warpgroups = 2;  // consumer warpgroups: BM = 64 * warpgroups query rows a CTA
   bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
   KvMode kv_mode = KvMode::kDense;  // dense, packed (varlen) or paged (gqa_paged_fwd's prefill path)
   std::string arch;
-  int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN); }
-  int threads() const { return kernels::gqa_fwd_hopper_threads(); }
+  int block_m() const { return 64 * warpgroups; }
+  int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN, warpgroups); }
+  int threads() const { return kernels::gqa_fwd_hopper_threads(warpgroups); }
 };
 // Why the hopper kernel cannot serve a call with these static properties ("" when it can): sm_90a only,
 // 16-bit q/k/v with the output in the same dtype, D 64/128/256, no RoPE.
 std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D,
                                  const std::string& arch);
+// paged: gqa_paged_fwd's prefill path (keys from pool pages; cfg.varlen must be set).
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch);
+                                              const std::string& arch, bool paged = false);
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k);
 std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,
                                                                       const HopperAttentionChoice& k, int device);
@@ -83,7 +86,8 @@ std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
 // Encodes the K and V tensor maps of `hp` (4-d: D, KV head, key row, batch) with BN-row boxes.
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed);
-// Launches on `stream`: grid as launch_attention (x = 128-row query tiles, y = KV heads, z = batch).
+// Launches on `stream`: grid as launch_attention (x = query tiles of k.block_m() rows, y = KV heads, z =
+// batch).
 void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, const HopperAttentionChoice& k,
                              const kernels::GqaFwdHopperParams& hp, int64_t batch, int64_t q_rows, int64_t H,
                              int64_t H_kv, void* stream);

@@ -505,9 +505,7 @@ std::optional<HopperAttentionChoice> paged_hopper_choice(const char* op, detail:
   }
   GqaConfig g = gqa;
   g.varlen = true;
-  HopperAttentionChoice k = choose_hopper_attention(g, call.q_dtype, call.D, call.sinks != nullptr, arch);
-  k.kv_mode = KvMode::kPaged;
-  return k;
+  return choose_hopper_attention(g, call.q_dtype, call.D, call.sinks != nullptr, arch, /*paged=*/true);
 }
 
 // The hopper decode kernel where it serves the plan's static signature ('auto' and 'hopper'); an explicit
@@ -581,11 +579,7 @@ std::vector<jit::KernelSpec> paged_default_matrix(const char* op, bool mha, cons
         if (!has_hopper_kernels(arch)) continue;
         // On sm_90a 'auto' takes the hopper decode kernel for D 64/128 (both ops) and the hopper prefill
         // kernel (gqa_paged_fwd).
-        if (!mha) {
-          HopperAttentionChoice prefill = choose_hopper_attention(gqa, dt, D, false, arch);
-          prefill.kv_mode = KvMode::kPaged;
-          add(hopper_attention_kernel_spec(op, prefill));
-        }
+        if (!mha) add(hopper_attention_kernel_spec(op, choose_hopper_attention(gqa, dt, D, false, arch, /*paged=*/true)));
         if (D != 256) {
           HopperDecodeChoice decode;
           decode.dtype = dt;
