@@ -115,11 +115,14 @@ __device__ __forceinline__ void red_add_f32x2(float* addr, float x, float y) {
 
 // The deterministic schedule's turn counters: a CTA waits until the slot's counter reaches its turn
 // (acquire), adds its dQ, and passes the turn on (release, after a barrier over its adders).
-__device__ __forceinline__ void attn_bwd_wait_turn(const int* sem, int turn) {
+__device__ __forceinline__ bool attn_bwd_turn_came(const int* sem, int turn) {
   int v;
-  do {
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
-  } while (v != turn);
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
+  return v == turn;
+}
+__device__ __forceinline__ void attn_bwd_wait_turn(const int* sem, int turn) {
+  while (!attn_bwd_turn_came(sem, turn)) {
+  }
 }
 __device__ __forceinline__ void attn_bwd_pass_turn(int* sem) {
   __threadfence();

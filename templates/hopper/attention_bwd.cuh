@@ -36,12 +36,13 @@
 namespace attnjit::kernels {
 
 // Deterministic dQ: passes a slot's turn (its counter sem) once this CTA's reduce-adds into it are done (not
-// only read): every bulk group issued so far has completed, the proxy fence orders those writes before
-// this thread's generic accesses, and the release reduction orders them before the turn. One thread
-// issued every add, so a release suffices; the full fence.sc of attn_bwd_pass_turn (__threadfence) cost
-// 3-13% of the deterministic kernel's time on the H100 (2026-12-06).
+// only read): every bulk group issued so far but the last PENDING has completed, the proxy fence orders
+// those writes before this thread's generic accesses, and the release reduction orders them before the
+// turn. One thread issued every add, so a release suffices; the full fence.sc of attn_bwd_pass_turn
+// (__threadfence) cost 3-13% of the deterministic kernel's time on the H100 (2026-12-06).
+template <int PENDING = 0>
 __device__ __forceinline__ void attn_bwd_pass_turn_after_bulk(int* sem) {
-  bulk_wait<0>();
+  bulk_wait<PENDING>();
   fence_proxy_async_global();
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
@@ -163,9 +164,7 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
           if constexpr (Sched::kDeterministic) {
             sem = sched.sem(h, m0);
             const int turn = sched.turn(m0);
-            int v;
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
-            if (v != turn) {
+            if (!attn_bwd_turn_came(sem, turn)) {
               if (pend_sem != nullptr) {
                 attn_bwd_pass_turn_after_bulk(pend_sem);
                 mbar_arrive(dq_empty(pend_q));
@@ -184,9 +183,7 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
           bulk_commit();
           if constexpr (Sched::kDeterministic) {
             if (pend_sem != nullptr) {  // the older group is complete: its turn passes
-              bulk_wait<1>();
-              fence_proxy_async_global();
-              asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(pend_sem) : "memory");
+              attn_bwd_pass_turn_after_bulk<1>(pend_sem);
               mbar_arrive(dq_empty(pend_q));
             }
             pend_sem = sem;

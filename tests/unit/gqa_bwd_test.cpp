@@ -250,6 +250,8 @@ TEST_CASE("gqa_bwd: the deterministic causal grid's band gives a group about fou
   CHECK(gqa_bwd_det_causal_band(1000, 2, 132) == 2);  // never more than the key blocks
   CHECK(gqa_bwd_det_causal_band(1000, 0, 132) == 1);
   CHECK(gqa_bwd_det_causal_band(0, 5, 0) == 4);       // degenerate counts stay in range
+  CHECK(gqa_bwd_det_causal_band(128, 8, 132, 3) == 3);  // forced (ATTNJIT_TUNE_GQA_BWD_BAND)
+  CHECK(gqa_bwd_det_causal_band(128, 2, 132, 8) == 2);  // forced, still at most the key blocks
   for (int groups : {1, 7, 66, 132, 133, 500, 100000})
     for (int n_kv : {1, 2, 3, 8, 33, 512}) {
       const int band = gqa_bwd_det_causal_band(groups, n_kv, 132);

@@ -28,6 +28,17 @@ Tuning Tuning::from_env() {
   return t;
 }
 
+namespace {
+
+// A count key's value: a JSON integer in [0, hi]; anything else is the "wrong type" error of apply().
+int count_in(const nlohmann::json& v, std::int64_t hi) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > hi)
+    throw nlohmann::json::type_error::create(302, "expected a count", nullptr);
+  return v.get<int>();
+}
+
+}  // namespace
+
 Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
   if (tune.is_null()) return t;
   if (!tune.is_object()) throw InvalidArgument(fmt::format("options: param: tune: expected a JSON object, got {}", tune.dump()));
@@ -35,22 +46,13 @@ Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
     try {
       if (k == "gqa_tile") t.gqa_tile = v.get<std::string>();
       else if (k == "decode_tile") t.decode_tile = v.get<std::string>();
-      else if (k == "decode_splits") {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 65535)
-          throw nlohmann::json::type_error::create(302, "splits", nullptr);
-        t.decode_splits = v.get<int>();
-      } else if (k == "li_force_slab") t.li_force_slab = v.get<bool>();
-      else if (k == "latent_tile") {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1024)
-          throw nlohmann::json::type_error::create(302, "latent_tile", nullptr);
-        t.latent_tile = v.get<int>();
-      } else if (k == "nsa_selected_tile") t.nsa_selected_tile = v.get<std::string>();
+      else if (k == "decode_splits") t.decode_splits = count_in(v, 65535);
+      else if (k == "li_force_slab") t.li_force_slab = v.get<bool>();
+      else if (k == "latent_tile") t.latent_tile = count_in(v, 1024);
+      else if (k == "nsa_selected_tile") t.nsa_selected_tile = v.get<std::string>();
       else if (k == "nsa_topk_tile") t.nsa_topk_tile = v.get<std::string>();
-      else if (k == "gqa_bwd_band") {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 65535)
-          throw nlohmann::json::type_error::create(302, "gqa_bwd_band", nullptr);
-        t.gqa_bwd_band = v.get<int>();
-      } else
+      else if (k == "gqa_bwd_band") t.gqa_bwd_band = count_in(v, 65535);
+      else
         throw InvalidArgument(fmt::format("options: param: tune.{}: expected one of gqa_tile, decode_tile, "
                                           "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, nsa_topk_tile, gqa_bwd_band, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {

@@ -265,9 +265,9 @@ WorkspaceLayout workspace_layout(const GqaBwdCall& c, bool det) {
 // there are about as many groups as SMs each group then runs one CTA at a time, and every CTA streams its
 // group's Q and dO from DRAM. A band gives a group about four CTAs in flight, which share those reads in
 // L2.
-int gqa_bwd_det_causal_band(int groups, int n_kv, int sm_count) {
+int gqa_bwd_det_causal_band(int groups, int n_kv, int sm_count, int forced) {
   const int in_flight = std::max(1, sm_count / std::max(1, groups));  // CTAs per group in the first wave
-  return std::clamp((4 + in_flight - 1) / in_flight, 1, std::max(1, n_kv));
+  return std::clamp(forced > 0 ? forced : (4 + in_flight - 1) / in_flight, 1, std::max(1, n_kv));
 }
 
 namespace {
@@ -326,7 +326,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
     auto grid = [&](int bn) {
       const int n_kv = static_cast<int>((c.S + bn - 1) / bn);
       const int groups = static_cast<int>(c.H_kv * c.B);
-      const int band = band_ > 0 ? std::min(band_, std::max(1, n_kv)) : gqa_bwd_det_causal_band(groups, n_kv, sm_count_);
+      const int band = gqa_bwd_det_causal_band(groups, n_kv, sm_count_, band_);
       return banded ? std::tuple{static_cast<unsigned>(groups * band), static_cast<unsigned>((n_kv + band - 1) / band), 1u}
                     : std::tuple{static_cast<unsigned>(n_kv), static_cast<unsigned>(c.H_kv), static_cast<unsigned>(c.B)};
     };

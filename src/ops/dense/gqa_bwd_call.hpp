@@ -53,8 +53,8 @@ GqaBwdCall validate_gqa_bwd_call(const GqaBwdConfig& cfg, const TensorArgs& args
 
 // The deterministic causal launch grid (templates/common/attention_bwd.cuh, DenseSlots): how many key
 // blocks of one (batch, KV head) group are launched together, given the groups, the key blocks and the
-// device's SMs; 1 <= band <= max(1, n_kv).
-int gqa_bwd_det_causal_band(int groups, int n_kv, int sm_count);
+// device's SMs, or `forced` (ATTNJIT_TUNE_GQA_BWD_BAND) when positive; 1 <= band <= max(1, n_kv).
+int gqa_bwd_det_causal_band(int groups, int n_kv, int sm_count, int forced = 0);
 
 // Test support (the `attnjit test` runner's "grad" comparison): parses `config` as the op does, validates
 // the host tensors `args` and writes the absolute-value reference (reference::gqa_backward_abs) into
