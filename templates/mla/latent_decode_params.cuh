@@ -42,6 +42,25 @@ ATTNJIT_HD constexpr int latent_hopper_smem_bytes(int dqk, int stages, int bn) {
          + stages * bn * 4;                                    // slot validity flags
 }
 
+// Geometry of the seesaw hopper kernel (mla/latent_decode_seesaw.cuh): 64 query rows, 64-key tiles in
+// pairs, two consumer warpgroups and a producer warpgroup, one buffer per tile of a pair. Registers after
+// setmaxnreg: setmaxnreg.inc only redistributes what the CTA was launched with (ptxas's 168 a thread at 384
+// threads), so a larger total blocks the consumers' inc forever.
+constexpr int kLatentSeesawBN = 64;
+constexpr int kLatentSeesawThreads = 384;
+constexpr int kLatentSeesawProducerRegs = 40;
+constexpr int kLatentSeesawConsumerRegs = 232;
+static_assert(256 * kLatentSeesawConsumerRegs + 128 * kLatentSeesawProducerRegs <=
+                  kLatentSeesawThreads * (65536 / kLatentSeesawThreads / 8 * 8),
+              "latent seesaw: the registers after setmaxnreg exceed the CTA's launch allocation");
+ATTNJIT_HD constexpr int latent_seesaw_smem_bytes(int d, int dqk) {
+  return 1024                                                             // 1024-byte alignment slack
+         + (kLatentBM + 2 * kLatentSeesawBN) * latent_hopper_depth(dqk) * 2  // Q, the two key tiles
+         + (latent_hopper_depth(dqk) > d ? 0 : 2 * kLatentBM * 128)       // P tiles without a tail block
+         + 3 * 2 * 64 * 4                                                  // m0 / m1, row sums, slot flags
+         + (2 * (latent_hopper_depth(dqk) / 64) + 4) * 8;                  // mbarriers
+}
+
 struct LatentDecodeParams {
   // Query rows (b, t, h): main part q + b q_sb + t q_ss + h q_sh (D elements) and tail part from q_tail.
   const void* q;

@@ -76,7 +76,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   using V = std::vector<std::string>;
   // 'auto' takes the hopper kernel on sm_90a, the portable one elsewhere.
   CHECK(names(impl.op("mla_decode", {})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s2", "mla_decode.hopper.bf16.d512.t64.dense.s2.split",
+        V{"mla_decode.hopper.bf16.d512.t64.dense.seesaw", "mla_decode.hopper.bf16.d512.t64.dense.seesaw.split",
           "mla_decode.portable.combine.bf16.d512"});
   CHECK(names(impl.op("mla_decode", {{"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3", "mla_decode.portable.bf16.d512.t64.dense.s3.split",
@@ -84,7 +84,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3"});
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "hopper"}})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s2.split", "mla_decode.portable.combine.bf16.d512"});
+        V{"mla_decode.hopper.bf16.d512.t64.dense.seesaw.split", "mla_decode.portable.combine.bf16.d512"});
   // sm_80 allows 163 KB: two key stages at D + PE = 576; sm_86's 99 KB cannot hold them.
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla_args(DType::kF16, 512, true), "sm_80")) ==
         V{"mla_decode.portable.fp16.d512.t64.paged.s2"});
@@ -94,10 +94,10 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   } catch (const attnjit::Unsupported& e) {
     CHECK(test::contains(e.what(), "mla_decode: unsupported: backend 'portable': D 512 + tail 64 needs"));
   }
-  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks); four 48-key stages.
+  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks); the seesaw kernel.
   const TensorArgs dsa = dsa_args(DType::kF16, 128, 16);
   const nlohmann::json dcfg = {{"dim_tail", 16}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
-  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.hopper.fp16.d128.t16.indexed.s4"});
+  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.hopper.fp16.d128.t16.indexed.seesaw"});
   CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_80")) == V{"dsa_decode.portable.fp16.d128.t16.indexed.s3"});
   // What backend 'hopper' cannot serve: another arch, D 64 (its value half would be 32 columns).
   auto hopper_gap = [&](const char* op, nlohmann::json cfg, const TensorArgs& args, const char* arch) {
@@ -162,6 +162,9 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
       CHECK(test::contains(r.log, "8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads"));
     else
       CHECK(test::contains(r.log, "0 bytes stack frame, 0 bytes spill stores"));
+    // ptxas C7520: it serialised the wgmmas (a compiler-inserted warpgroup fence on a divergent path, as a
+    // wait between the seesaw kernel's block-wise Q K^T issues had without its own fence).
+    CHECK_FALSE(test::contains(r.log, "C7520"));
     const size_t u = r.log.find("Used");
     MESSAGE(s.describe() << ": " << r.log.substr(u, r.log.find('\n', u) - u));
   }
@@ -176,7 +179,7 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
   for (const char* dt : {"bf16", "fp16"}) {
     for (const char* backend : {"portable", "hopper"})
       for (const char* split : {"", ".split"}) {
-        const char* stages = backend == std::string("hopper") ? "s2" : "s3";
+        const char* stages = backend == std::string("hopper") ? "seesaw" : "s3";
         for (const char* mode : {"dense", "paged"})
           CHECK(mla.count(fmt::format("mla_decode.{}.{}.d512.t64.{}.{}{}", backend, dt, mode, stages, split)) == 1);
         CHECK(dsa.count(fmt::format("dsa_decode.{}.{}.d512.t64.indexed.{}{}", backend, dt, stages, split)) == 1);
@@ -189,14 +192,22 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
     CHECK(test::contains(s.name, ".portable."));
 }
 
-TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (48, or 32)") {
+TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (64: seesaw, 48 or 32)") {
   test::TempDir dir("latenttile");
   auto opts = test::options_in(dir);
-  opts.tune = R"({"latent_tile": 32})";
-  attnjit::Runtime rt(opts);
   const TensorArgs mla = mla_args(DType::kBF16, 512, false);
-  // 32-key stages: three fit in 227 KB at D + PE = 576 (48-key ones: two).
-  CHECK(names(rt.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a")) ==
+  auto hopper_names = [&](const char* tune, const TensorArgs& args) {
+    opts.tune = tune;
+    attnjit::Runtime rt(opts);
+    return names(rt.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(args, "sm_90a"));
+  };
+  // Unset: the seesaw kernel wherever Q, two 64-key tiles and the P tiles fit (D + PE = 576: 224 KB).
+  CHECK(hopper_names("{}", mla) == std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
+  CHECK(hopper_names(R"({"latent_tile": 64})", mla) ==
+        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
+  // 48-key stages: two fit in 227 KB at D + PE = 576; 32-key ones: three.
+  CHECK(hopper_names(R"({"latent_tile": 48})", mla) == std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2"});
+  CHECK(hopper_names(R"({"latent_tile": 32})", mla) ==
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s3.bn32"});
   opts.tune = R"({"latent_tile": 40})";
   attnjit::Runtime bad(opts);
@@ -204,6 +215,23 @@ TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (4
     bad.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90a");
     FAIL("latent_tile 40 accepted");
   } catch (const attnjit::InvalidArgument& e) {
-    CHECK(std::string(e.what()) == "mla_decode: param: tune.latent_tile: expected 32 or 48 key slots, got 40");
+    CHECK(std::string(e.what()) == "mla_decode: param: tune.latent_tile: expected 32, 48 or 64 key slots, got 40");
+  }
+  // dsa_decode D 512 + tail 128: 64-key tiles would need 272 KB, so unset takes the 48-key kernel and 64 is refused.
+  const nlohmann::json dcfg = {{"dim_tail", 128}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
+  const TensorArgs dsa = dsa_args(DType::kBF16, 512, 128);
+  {
+    opts.tune = "{}";
+    attnjit::Runtime rt(opts);
+    CHECK(names(rt.impl().op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) ==
+          std::vector<std::string>{"dsa_decode.hopper.bf16.d512.t128.indexed.s2"});
+  }
+  opts.tune = R"({"latent_tile": 64})";
+  attnjit::Runtime wide(opts);
+  try {
+    wide.impl().op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a");
+    FAIL("64-key tiles planned at D 512 + tail 128");
+  } catch (const attnjit::Unsupported& e) {
+    CHECK(test::starts_with(e.what(), "dsa_decode: unsupported: tune.latent_tile: 64-key tiles at D 512 + tail 128 need "));
   }
 }

@@ -317,8 +317,11 @@ def _is_unsupported(e):
 
 
 def _time_ours(rt, op, tensors, out, peer_out, row, args, configs):
-    """One row per (label, config): plan, poison o with NaN, one call, check vs the peer, then time."""
-    for label, cfg in configs:
+    """One row per (label, config): plan, poison o with NaN, one call, check vs the peer, then time. Every
+    --ab-lib build repeats the configs on the same tensors ("<label> [<name>]")."""
+    runs = [(label, cfg, rt) for label, cfg in configs]
+    runs += [(f"{label} [{n}]", cfg, ab_rt) for n, ab_rt in getattr(args, "ab_rts", []) for label, cfg in configs]
+    for label, cfg, rt in runs:
         if rt is None:
             row(label, error=args.rt_error)
             continue

@@ -38,9 +38,13 @@ int parse_latent_kv_splits(const char* op, const detail::ConfigReader& r) {
 }
 
 int LatentKernelChoice::smem_bytes() const {
+  if (seesaw()) return kernels::latent_seesaw_smem_bytes(D, D + tail);
   return hopper ? kernels::latent_hopper_smem_bytes(D + tail, stages, bn) : kernels::latent_smem_bytes(D + tail, stages);
 }
-int LatentKernelChoice::threads() const { return hopper ? kernels::kLatentHopperThreads : kernels::kLatentWarps * 32; }
+int LatentKernelChoice::threads() const {
+  if (seesaw()) return kernels::kLatentSeesawThreads;
+  return hopper ? kernels::kLatentHopperThreads : kernels::kLatentWarps * 32;
+}
 
 std::string latent_hopper_gap(const LatentShape& s, const std::string& arch) {
   if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
@@ -67,15 +71,26 @@ LatentKernelChoice choice_for(const LatentShape& s, bool split, const std::strin
 LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
                                         int bn) {
   if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
-  if (bn != 32 && bn != 48)
-    throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32 or 48 key slots, got {}", op, bn));
+  if (bn != 0 && bn != 32 && bn != 48 && bn != kernels::kLatentSeesawBN)
+    throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32, 48 or 64 key slots, got {}", op, bn));
   LatentKernelChoice k = choice_for(s, split, arch);
   k.hopper = true;
-  k.bn = bn;
   const int budget = arch_facts(arch).max_smem_per_block;
-  k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4, bn) <= budget   ? 4
-             : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3, bn) <= budget ? 3
-                                                                                 : 2;
+  // The seesaw kernel (64-key tiles in pairs) wherever its two tiles, Q and the P tiles fit (D + tail <= 576
+  // at D 512); the 48-key kernel otherwise.
+  const int seesaw_bytes = kernels::latent_seesaw_smem_bytes(s.D, s.D + s.tail);
+  if (bn == kernels::kLatentSeesawBN && seesaw_bytes > budget)
+    throw Unsupported(fmt::format("{}: unsupported: tune.latent_tile: 64-key tiles at D {} + tail {} need {} bytes of "
+                                  "shared memory, {} allows {}",
+                                  op, s.D, s.tail, seesaw_bytes, arch, budget));
+  k.bn = bn != 0 ? bn : seesaw_bytes <= budget ? kernels::kLatentSeesawBN : kernels::kLatentHopperBN;
+  if (k.seesaw()) {
+    k.stages = 2;
+    return k;
+  }
+  k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4, k.bn) <= budget   ? 4
+             : kernels::latent_hopper_smem_bytes(s.D + s.tail, 3, k.bn) <= budget ? 3
+                                                                                   : 2;
   return k;
 }
 
@@ -93,6 +108,17 @@ LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bo
 }
 
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) {
+  if (k.seesaw()) {
+    jit::SpecBuilder b(op, "mla/latent_decode_seesaw.cuh", "attnjit::kernels::latent_decode_seesaw", k.arch);
+    b.field("backend", "hopper").name("{}");
+    b.field("dtype", dtype_name(k.dtype)).arg(device_type_name(k.dtype)).name("{}");
+    b.field("head_dim", k.D).arg().name("d{}");
+    b.field("tail_dim", k.tail).arg().name("t{}");
+    b.field("kv_mode", mode_name(k.mode)).arg(k.mode).name("{}");
+    b.field("schedule", "seesaw").name("{}");
+    b.field("split", k.split).arg().name_if(k.split, "split");
+    return b.build();
+  }
   jit::SpecBuilder b(op, k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh",
                      k.hopper ? "attnjit::kernels::latent_decode_hopper" : "attnjit::kernels::latent_decode", k.arch);
   b.field("backend", k.hopper ? "hopper" : "portable").name("{}");
@@ -119,16 +145,13 @@ std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D
   std::vector<jit::KernelSpec> specs;
   if (latent_hopper_gap(s, arch).empty())
     for (bool split : {false, true})
-      specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch, kernels::kLatentHopperBN)));
+      specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch, 0)));
   for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, s, split, arch)));
   if (combine) specs.push_back(combine_kernel_spec(op, dt, D, arch));
   return specs;
 }
 
-int hopper_bn(OpContext& ctx) {
-  const int t = ctx.tuning().latent_tile;
-  return t ? t : kernels::kLatentHopperBN;
-}
+int hopper_bn(OpContext& ctx) { return ctx.tuning().latent_tile; }
 
 namespace {
 
