@@ -19,10 +19,33 @@ ATTNJIT_HD constexpr int gqa_fwd_hopper_consumer_regs(int nwg, bool paged) {
   return fit < 240 ? fit : 240;
 }
 
+// The persistent kernel's static work order with dense queries (gqa_fwd_hopper_work): work tile `index`
+// (< tiles * pairs) as query tile `tile` of (batch, KV head) pair `pair` = b * H_kv + r. Causal: the pairs
+// in sections of section_pairs (0 or >= pairs: one section), one section after the other; within a
+// section the query tiles from the last, the section's pairs of one query tile next to each other.
+// Otherwise query tile fastest, then the pair (the one-tile grid's order).
+struct GqaFwdHopperTile {
+  int pair, tile;
+};
+ATTNJIT_HD constexpr GqaFwdHopperTile gqa_fwd_hopper_dense_tile(int index, int tiles, int pairs, int section_pairs,
+                                                                bool causal) {
+  if (!causal) return {index / tiles, index % tiles};
+  const int per = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
+  const int section = index / (per * tiles);
+  const int rest = pairs - section * per;
+  const int in_section = rest < per ? rest : per;  // the last section may hold fewer
+  const int l = index - section * per * tiles;
+  const int level = l / in_section;
+  return {section * per + (l - level * in_section), tiles - 1 - level};
+}
+
 struct alignas(64) GqaFwdHopperParams {
   unsigned long long k_map[16];  // CUtensorMap bytes
   unsigned long long v_map[16];
   GqaFwdParams p;
+  // The persistent kernel with dense keys and a causal mask: (batch, KV head) pairs per section of its
+  // work order (gqa_fwd_hopper_work), so that a section's K and V stay in L2; 0: all pairs in one section.
+  int section_pairs;
 };
 
 }  // namespace attnjit::kernels

@@ -5,14 +5,15 @@
 
 namespace attnjit::kernels {
 
-// Varlen: maps the CTA's linear tile index to (request, tile within the request) by a warp-wide scan of
-// per-request tile counts. Returns false when the index lies past the last tile.
+// Varlen: maps a linear tile index to (request, tile within the request) by a warp-wide scan of
+// per-request tile counts (every lane of the warp calls it with the same index). Returns false when the
+// index lies past the last tile. A persistent kernel calls it once per work tile.
 template <int BM>
-__device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, int& tile) {
+__device__ __forceinline__ bool find_varlen_tile_at(const GqaFwdParams& p, int index, int& b, int& tile) {
   const int lane = threadIdx.x & 31;
   const int g = p.group;
   int acc = 0;
-  tile = blockIdx.x;
+  tile = index;
   for (int base = 0; base < p.batch; base += 32) {
     const int idx = base + lane;
     const int len = idx < p.batch ? p.cu_q[idx + 1] - p.cu_q[idx] : 0;
@@ -35,6 +36,12 @@ __device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, 
     acc += total;
   }
   return false;
+}
+
+// The CTA's tile: index blockIdx.x.
+template <int BM>
+__device__ __forceinline__ bool find_varlen_tile(const GqaFwdParams& p, int& b, int& tile) {
+  return find_varlen_tile_at<BM>(p, static_cast<int>(blockIdx.x), b, tile);
 }
 
 }  // namespace attnjit::kernels

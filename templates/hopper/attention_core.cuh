@@ -84,6 +84,15 @@ struct HopperRing {
   // Consumer warpgroup wg: its 64 rows of Q, row lr (0..63) from row_ptr(lr) (nullptr: zeros), swizzled.
   template <typename T, typename RowPtr>
   __device__ __forceinline__ void load_q(int wg, RowPtr row_ptr) const {
+    issue_q<T>(wg, row_ptr);
+    wait_q(wg);
+  }
+  // load_q in two halves, so that a persistent kernel's warpgroup can copy the next work tile's Q while it
+  // stores this one's O (from registers). issue_q: the cp.async copies, one group; every wgmma of the
+  // warpgroup that reads its Q must have completed in all four of its warps (named barrier 1 + wg after
+  // their last wgmma wait). wait_q: the copies landed and are visible to wgmma (the async proxy).
+  template <typename T, typename RowPtr>
+  __device__ __forceinline__ void issue_q(int wg, RowPtr row_ptr) const {
     constexpr int kChunks = D / 8;
     unsigned char* sq = q + wg * (64 * D * 2);
     const int tid = threadIdx.x % 128;
@@ -94,6 +103,8 @@ struct HopperRing {
       cp_async_16(sq + (ch / 8) * (64 * 128) + swizzle128(lr, ch % 8), src ? src + ch * 8 : nullptr, src != nullptr);
     }
     cp_async_commit();
+  }
+  __device__ __forceinline__ void wait_q(int wg) const {
     cp_async_wait<0>();
     fence_proxy_async();
     named_barrier(1 + wg, 128);
@@ -237,8 +248,10 @@ __device__ __forceinline__ void hold_regs(unsigned (&pa)[N][4]) {
 // cores, instead of both issuing at once and then both doing exp at once. Named barrier 3 + wg (256
 // threads) is warpgroup wg's turn: it waits there before an issue and arrives on the other's after.
 // Warpgroup 1 grants the first turn; warpgroup 0 takes the last arrival at the end, so both barriers are
-// balanced when the warpgroups issue equally often (they walk the same tiles of one ring). Ids 1 to
-// NWG are the Q loads' (HopperRing::load_q); ping-pong runs with two warpgroups only.
+// balanced when the warpgroups issue equally often (they walk the same tiles of one ring). A persistent
+// kernel starts once before its first work tile and finishes once after its last: each key loop takes
+// num_tiles + 1 turns in each warpgroup, so the alternation carries on across work tiles. Ids 1 to NWG are
+// the Q loads' (HopperRing::load_q, issue_q / wait_q); ping-pong runs with two warpgroups only.
 template <bool ON>
 struct HopperPingPong {
   int wg;
@@ -264,11 +277,14 @@ struct HopperPingPong {
 // issue of the D <= 128 loop is a turn (HopperPingPong). ONE_P: P has one register set, packed from the
 // fp32 scores after the previous tile's P V completed (32 registers fewer at BN 128, for three
 // warpgroups' 160 registers a thread); otherwise the softmax packs P straight into the set the in-flight
-// P V does not read.
+// P V does not read. t0: the ring's count of tiles before this loop's first (a persistent kernel's
+// warpgroups walk one ring across their work tiles, so stage and phase of the loop's tile t are those of
+// ring tile t0 + t; the producer counts the same way).
 template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool ONE_P, typename Need, typename Visible, typename Turn>
 __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
-                                                float softcap_inv_scale, HopperSoftmaxState<D>& st, const Turn& turn) {
+                                                float softcap_inv_scale, HopperSoftmaxState<D>& st, const Turn& turn,
+                                                int t0 = 0) {
   const int lane = threadIdx.x % 32;
   float sc[BN / 2];
   unsigned pa[BN / 16][4], pa_next[BN / 16][4];
@@ -278,9 +294,10 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
       n0 = valid = 0;
       return;
     }
-    mbar_wait(ring.full_k(t & 1), (t >> 1) & 1);
-    n0 = ring.records[2 * (t & 1)];
-    valid = ring.records[2 * (t & 1) + 1];
+    const int u = t0 + t;  // the ring's count
+    mbar_wait(ring.full_k(u & 1), (u >> 1) & 1);
+    n0 = ring.records[2 * (u & 1)];
+    valid = ring.records[2 * (u & 1) + 1];
   };
   int n0, valid;
   auto rescale_o = [&](bool moved) {
@@ -300,30 +317,30 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
     for (int t = 0;; ++t) {
       record(t, n0, valid);
       if (valid == 0) return;
-      hopper_issue_qk<T, D, BN, NWG>(ring, wg, t, sc);
+      hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0 + t, sc);
       wgmma_wait<0>();
       fence_regs(sc);
       __syncwarp();  // every lane has read the tile's record
-      if (lane == 0) mbar_arrive(ring.empty_k(t & 1));
+      if (lane == 0) mbar_arrive(ring.empty_k((t0 + t) & 1));
       rescale_o(hopper_softmax<T, D, BN, SOFTCAP>(
           sc, need(n0, valid), [&](int hf, int j) { return visible(n0, valid, hf, j); }, score_scale, softcap_log2,
           softcap_inv_scale, st, pa, alpha));
-      hopper_issue_pv<T, D, BN, NWG>(ring, t, pa, st.o);
+      hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa, st.o);
       wgmma_wait<0>();
       fence_regs(st.o);
       hold_regs(pa);
-      if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+      if (lane == 0) mbar_arrive(ring.empty_v((t0 + t) & 1));
     }
   }
   record(0, n0, valid);
   if (valid == 0) return;
   turn.take();
-  hopper_issue_qk<T, D, BN, NWG>(ring, wg, 0, sc);
+  hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0, sc);
   turn.pass();
   wgmma_wait<0>();
   fence_regs(sc);
   __syncwarp();  // every lane has read the tile's record
-  if (lane == 0) mbar_arrive(ring.empty_k(0));
+  if (lane == 0) mbar_arrive(ring.empty_k(t0 & 1));
   hopper_softmax<T, D, BN, SOFTCAP>(
       sc, need(n0, valid), [&](int hf, int j) { return visible(n0, valid, hf, j); }, score_scale, softcap_log2,
       softcap_inv_scale, st, pa, alpha);  // O is zero: no rescale
@@ -335,20 +352,20 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   // One step: tile t's P V (P in cur) overlapped with tile t + 1's scores; tile t + 1's P into nxt.
   auto step = [&](unsigned (&cur)[BN / 16][4], unsigned (&nxt)[BN / 16][4]) {
     turn.take();
-    hopper_issue_qk<T, D, BN, NWG>(ring, wg, t + 1, sc);
-    hopper_issue_pv<T, D, BN, NWG>(ring, t, cur, st.o);
+    hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0 + t + 1, sc);
+    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, cur, st.o);
     turn.pass();
     wgmma_wait<1>();
     fence_regs(sc);
     __syncwarp();  // every lane has read the tile's record
-    if (lane == 0) mbar_arrive(ring.empty_k((t + 1) & 1));
+    if (lane == 0) mbar_arrive(ring.empty_k((t0 + t + 1) & 1));
     const bool moved = hopper_softmax<T, D, BN, SOFTCAP, !ONE_P>(
         sc, need(n1, valid1), [&](int hf, int j) { return visible(n1, valid1, hf, j); }, score_scale, softcap_log2,
         softcap_inv_scale, st, nxt, alpha);
     wgmma_wait<0>();
     fence_regs(st.o);
     hold_regs(cur);
-    if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+    if (lane == 0) mbar_arrive(ring.empty_v((t0 + t) & 1));
     rescale_o(moved);
     if constexpr (ONE_P) hopper_pack_p<T, BN>(sc, nxt);  // nxt is cur: its P V has completed
     ++t;
@@ -369,16 +386,16 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   }
   turn.take();
   if (in_next) {
-    hopper_issue_pv<T, D, BN, NWG>(ring, t, pa_next, st.o);
+    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa_next, st.o);
   } else {
-    hopper_issue_pv<T, D, BN, NWG>(ring, t, pa, st.o);
+    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa, st.o);
   }
   turn.pass();
   wgmma_wait<0>();
   fence_regs(st.o);
   hold_regs(pa);
   if constexpr (!ONE_P) hold_regs(pa_next);
-  if (lane == 0) mbar_arrive(ring.empty_v(t & 1));
+  if (lane == 0) mbar_arrive(ring.empty_v((t0 + t) & 1));
 }
 
 // A consumer warpgroup's key loop (hopper_key_loop), with ping-pong turns when PINGPONG (two warpgroups,

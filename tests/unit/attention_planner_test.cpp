@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,8 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                     {"sinks", TensorRef::contiguous(fake_addr(6), DType::kF32, {8}, kGpu)}};
   CHECK(selected(rt, "gqa_varlen_fwd", {{"backend", "portable"}}, varlen) ==
         "gqa_varlen_fwd.portable.fp16.d128.bm128.bn64.causal.sinks.sm_90a");
-  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.sm_90a");
+  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) ==
+        "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.persistent.sm_90a");
 
   TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
                    {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
@@ -149,12 +151,12 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   const nlohmann::json hopper = {{"backend", "hopper"}};
-  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {{"backend", "hopper"}, {"is_causal", false}, {"softcap", 20.0}, {"window_size_left", 9}},
-                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm192.bn128.window.softcap.sm_90a");
-  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.sm_90a");
+                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm192.bn128.window.softcap.persistent.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.persistent.sm_90a");
   // 'auto' on sm_90a: the hopper kernel where it serves the call, the portable one elsewhere.
-  CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
   CHECK(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_80")[0].describe() ==
         "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_80");
@@ -185,6 +187,104 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   rope.set("rope_sin", TensorRef::contiguous(fake_addr(5), DType::kBF16, {70, 64}, kGpu));
   CHECK_THROWS_WITH_AS(rt.impl().op("gqa_fwd", {{"backend", "hopper"}, {"pos_encoding_mode", "rope"}})->kernels_for(rope, "sm_90a"),
                        doctest::Contains("RoPE"), attnjit::Unsupported);
+}
+
+TEST_CASE("attention planner: the persistent hopper gqa_fwd kernel, its tuning knob, grid and work order") {
+  using attnjit::ops::HopperAttentionChoice;
+  test::TempDir dir("planner");
+  attnjit::RuntimeOptions off = test::options_in(dir);
+  off.tune = nlohmann::json{{"gqa_fwd_persistent", false}}.dump();
+  attnjit::Runtime rt(options_in(dir)), rt_off(off);
+  const nlohmann::json hopper = {{"backend", "hopper"}};
+  // On by default; tune.gqa_fwd_persistent = false (ATTNJIT_TUNE_GQA_FWD_PERSISTENT=0) takes the one-tile
+  // grid. The template parameter is a key field, so the two are different cubins.
+  const auto on = rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
+  const auto one = rt_off.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
+  CHECK(on.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
+  CHECK(one.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(test::contains(on.entry, ", false, true>"));
+  CHECK(test::contains(one.entry, ", false, false>"));
+  auto field = [](const attnjit::jit::KernelSpec& s, const std::string& key) {
+    for (const auto& [k, v] : s.fields)
+      if (k == key) return v;
+    return std::string("absent");
+  };
+  CHECK(field(on, "persistent") == "1");
+  CHECK(field(one, "persistent") == "0");
+  // The paged prefill path (a copying producer) keeps the one-tile grid whatever the knob says.
+  TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
+                   {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kBF16, {9, 16, 2, 128}, kGpu)},
+                   {"v_pages", TensorRef::contiguous(fake_addr(2), DType::kBF16, {9, 16, 2, 128}, kGpu)},
+                   {"page_table", TensorRef::contiguous(fake_addr(3), DType::kI32, {3, 5}, kGpu)},
+                   {"cache_seqlens", TensorRef::contiguous(fake_addr(4), DType::kI32, {3}, kGpu)},
+                   {"cu_seqlens_q", TensorRef::contiguous(fake_addr(5), DType::kI32, {4}, kGpu)},
+                   {"o", TensorRef::contiguous(fake_addr(8), DType::kBF16, {40, 8, 128}, kGpu)}};
+  const auto paged_specs = rt.impl().op("gqa_paged_fwd", hopper)->kernels_for(paged, "sm_90a");
+  int prefill = 0;
+  for (const auto& s : paged_specs) {
+    CAPTURE(s.describe());
+    CHECK(!test::contains(s.name, "persistent"));
+    prefill += test::contains(s.name, "gqa_paged_fwd.hopper.bf16.d128.bm128");
+  }
+  CHECK(prefill == 1);
+
+  // The grid: min(work tiles, SMs); packed queries count an upper bound of the tiles.
+  attnjit::ops::GqaConfig cfg;
+  cfg.is_causal = true;
+  const HopperAttentionChoice k = attnjit::ops::choose_hopper_attention(cfg, DType::kBF16, 128, false, "sm_90a", false, true);
+  REQUIRE(k.persistent);
+  CHECK(attnjit::ops::hopper_persistent_ctas(k, 1, 100, 8, 8, 132) == 8);            // fewer tiles than SMs
+  CHECK(attnjit::ops::hopper_persistent_ctas(k, 4, 4096, 32, 8, 132) == 132);        // 1024 tiles
+  CHECK(attnjit::ops::hopper_persistent_ctas(k, 1, 128 * 397, 1, 1, 132) == 132);    // 397 = 3 x 132 + 1
+  HopperAttentionChoice kv = k;
+  kv.varlen = true;
+  CHECK(attnjit::ops::hopper_persistent_ctas(kv, 3, 300, 8, 2, 132) == (10 + 3) * 2);  // ceil(1200 / 128) + B per KV head
+  CHECK(!attnjit::ops::choose_hopper_attention(cfg, DType::kBF16, 128, false, "sm_90a", true, true).persistent);
+  CHECK(!attnjit::ops::choose_hopper_attention(cfg, DType::kBF16, 128, false, "sm_90a", false, false).persistent);
+  // L2 sections of the causal dense order: 32 MiB of K and V, 2 MiB a pair at 4k keys of D 128.
+  CHECK(attnjit::ops::hopper_section_pairs(k, 4096) == 16);
+  CHECK(attnjit::ops::hopper_section_pairs(k, 1 << 24) == 1);
+  CHECK(attnjit::ops::hopper_section_pairs(kv, 4096) == 0);
+  HopperAttentionChoice full = k;
+  full.causal = false;
+  CHECK(attnjit::ops::hopper_section_pairs(full, 4096) == 0);
+
+  // The dense work order (the kernel's own function): every (pair, query tile) once; under a causal mask
+  // sections in order and, within one, the query tiles from the last (longest first).
+  using attnjit::kernels::gqa_fwd_hopper_dense_tile;
+  for (int tiles : {1, 3, 8, 33})
+    for (int pairs : {1, 5, 32, 397})
+      for (int section : {0, 1, 7, 16, 1000})
+        for (bool causal : {false, true}) {
+          CAPTURE(tiles);
+          CAPTURE(pairs);
+          CAPTURE(section);
+          CAPTURE(causal);
+          std::vector<int> seen(static_cast<size_t>(tiles) * pairs, 0);
+          const int per = section > 0 && section < pairs ? section : pairs;
+          int last_section = 0, last_tile = tiles;
+          bool ordered = true, in_range = true;
+          for (int index = 0; index < tiles * pairs; ++index) {
+            const auto t = gqa_fwd_hopper_dense_tile(index, tiles, pairs, section, causal);
+            if (t.pair < 0 || t.pair >= pairs || t.tile < 0 || t.tile >= tiles) {
+              in_range = false;
+              break;
+            }
+            ++seen[static_cast<size_t>(t.pair) * tiles + t.tile];
+            if (causal) {
+              const int sec = t.pair / per;
+              if (sec < last_section || (sec == last_section && t.tile > last_tile)) ordered = false;
+              if (sec != last_section) last_tile = tiles;
+              last_section = sec;
+              last_tile = t.tile;
+            } else if (t.pair != index / tiles || t.tile != index % tiles) {
+              ordered = false;  // the one-tile grid's order
+            }
+          }
+          REQUIRE(in_range);
+          CHECK(std::count(seen.begin(), seen.end(), 1) == tiles * pairs);
+          CHECK(ordered);
+        }
 }
 
 TEST_CASE("attention planner: split-KV decode sizing and the ATTNJIT_TUNE_DECODE_TILE override") {

@@ -47,6 +47,7 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(t.decode_tile.empty());
   CHECK(t.decode_splits == 0);
   CHECK(t.li_force_slab == false);
+  CHECK(t.gqa_fwd_persistent == true);
   CHECK(d.cache_max_bytes == o.cache_max_bytes);
 }
 
@@ -160,6 +161,16 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_bwd_band", -1}}), attnjit::InvalidArgument);
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_bwd_band", "wide"}}), attnjit::InvalidArgument);
   }
+  SUBCASE("ATTNJIT_TUNE_GQA_FWD_PERSISTENT") {
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_fwd_persistent);  // on by default
+    env.set("ATTNJIT_TUNE_GQA_FWD_PERSISTENT", "0");
+    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_fwd_persistent);
+    CHECK(attnjit::ops::Tuning::read({{"gqa_fwd_persistent", true}}).gqa_fwd_persistent);
+    env.set("ATTNJIT_TUNE_GQA_FWD_PERSISTENT", "1");
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_fwd_persistent);
+    CHECK(!attnjit::ops::Tuning::read({{"gqa_fwd_persistent", false}}).gqa_fwd_persistent);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_persistent", 1}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -182,6 +193,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("li force slab: not a boolean") { var = "ATTNJIT_TUNE_LI_FORCE_SLAB", value = "yes please"; }
   SUBCASE("decode splits: not a count") { var = "ATTNJIT_TUNE_DECODE_SPLITS", value = "-3"; }
   SUBCASE("gqa_bwd band: not a count") { var = "ATTNJIT_TUNE_GQA_BWD_BAND", value = "two"; }
+  SUBCASE("gqa_fwd persistent: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_PERSISTENT", value = "sometimes"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);

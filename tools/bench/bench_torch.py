@@ -146,6 +146,9 @@ def main():
                     help="run only the cases whose label matches this regex, e.g. 'causal' or 'S1024 .*causal'")
     ap.add_argument("--ab-lib", action="append", default=[], metavar="NAME=PATH",
                     help="another libattnjit.so timed beside --lib on the same tensors (gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer); repeatable")
+    ap.add_argument("--ab-tune", action="append", default=[], metavar="NAME=JSON",
+                    help="another runtime of --lib with these tuning overrides (the options' \"tune\" object), timed "
+                         "beside it as --ab-lib is, e.g. one-tile='{\"gqa_fwd_persistent\": false}'; repeatable")
     args = ap.parse_args()
     bench_common.L2_MODE = args.l2  # read by bench_common.bench
     bench_common.MATCH = args.match  # read by bench_common.run_case
@@ -187,6 +190,12 @@ def main():
         ab_name, _, ab_path = spec.partition("=")
         args.ab_rts.append((ab_name, aj.Runtime(json.loads(args.options) if args.options else None, lib=ab_path)))
         meta.setdefault("ab_libs", {})[ab_name] = ab_path
+    for spec in args.ab_tune:
+        ab_name, _, tune = spec.partition("=")
+        ab_opts = dict(json.loads(args.options)) if args.options else {}
+        ab_opts["tune"] = json.loads(tune)
+        args.ab_rts.append((ab_name, aj.Runtime(ab_opts, lib=args.lib)))
+        meta.setdefault("ab_tunes", {})[ab_name] = ab_opts["tune"]
     print(f"device {dev_name}; torch {torch.__version__}; triton {meta['triton']}; cudnn {meta['cudnn']}; "
           f"attnjit {meta.get('lib', args.rt_error)}")
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include "jit/cuda_driver.hpp"
 #include "jit/spec_builder.hpp"
@@ -172,7 +173,7 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
 }
 
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch, bool paged) {
+                                              const std::string& arch, bool paged, bool persistent) {
   HopperAttentionChoice k;
   k.dtype = dtype;
   k.D = static_cast<int>(D);
@@ -189,6 +190,9 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
   k.varlen = cfg.varlen;
   k.kv_mode = paged ? KvMode::kPaged : cfg.varlen ? KvMode::kPacked : KvMode::kDense;
   k.sinks = sinks;
+  // NOTE: the persistent kernel's producer is one TMA thread; the paged producer's 128 copying threads keep
+  // the one-tile grid (compiled, not yet run on a GPU: issue 28).
+  k.persistent = persistent && !paged;
   k.arch = arch;
   return k;
 }
@@ -212,6 +216,7 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
       .arg(static_cast<int>(k.kv_mode))
       .name_if(k.kv_mode == KvMode::kPaged, "paged").after("sinks");
   b.field("sinks", k.sinks).arg().name_if(k.sinks, "sinks");
+  b.field("persistent", k.persistent).arg().name_if(k.persistent, "persistent");
   return b.build();
 }
 
@@ -249,18 +254,56 @@ void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, cons
   }
 }
 
+namespace {
+
+// The hopper kernel's work tiles (BM query rows of one KV head); packed queries: ceil(T_q g / BM) + B, an
+// upper bound of the tiles of B requests over T_q tokens, per KV head.
+int64_t hopper_work_tiles(const HopperAttentionChoice& k, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv) {
+  const int64_t g = H / H_kv;
+  const int64_t bm = k.block_m();
+  return k.varlen ? ((q_rows * g + bm - 1) / bm + batch) * H_kv : (q_rows * g + bm - 1) / bm * H_kv * batch;
+}
+
+}  // namespace
+
+int64_t hopper_persistent_ctas(const HopperAttentionChoice& k, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
+                               int max_ctas) {
+  return std::min<int64_t>(hopper_work_tiles(k, batch, q_rows, H, H_kv), max_ctas);
+}
+
+int hopper_section_pairs(const HopperAttentionChoice& k, int64_t s_kv) {
+  if (!k.persistent || !k.causal || k.varlen) return 0;
+  // NOTE: 32 MiB of the H100's / H200's 50 MB L2 for the K and V of the pairs in flight (a guess, not yet
+  // measured; with the longest-first order a whole section's pairs are in flight at once).
+  constexpr int64_t kL2Share = int64_t{32} << 20;
+  const int64_t pair_bytes = std::max<int64_t>(1, s_kv) * k.D * 2 * 2;
+  return static_cast<int>(std::clamp<int64_t>(kL2Share / pair_bytes, 1, std::numeric_limits<int>::max()));
+}
+
 void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, const HopperAttentionChoice& k,
                              const kernels::GqaFwdHopperParams& hp, int64_t batch, int64_t q_rows, int64_t H,
-                             int64_t H_kv, void* stream) {
+                             int64_t H_kv, void* stream, int max_ctas) {
   const int64_t g = H / H_kv;
   if (batch == 0 || (!k.varlen && q_rows == 0)) return;
-  if (!k.varlen && batch > 65535)
-    throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
   Launch lc;
   const int64_t bm = k.block_m();
-  lc.grid_x = static_cast<unsigned>((q_rows * g + bm - 1) / bm + (k.varlen ? batch : 0));
-  lc.grid_y = static_cast<unsigned>(H_kv);
-  lc.grid_z = k.varlen ? 1u : static_cast<unsigned>(batch);
+  if (k.persistent) {
+    if (max_ctas <= 0) throw std::logic_error(fmt::format("{}: the persistent hopper kernel needs the SM count", op));
+    // The kernel's linear work-tile index is an int (gqa_fwd_hopper_work), stepped by the grid.
+    const int64_t tiles = hopper_work_tiles(k, batch, q_rows, H, H_kv);
+    if (tiles > std::numeric_limits<int>::max() - static_cast<int64_t>(max_ctas))
+      throw Unsupported(fmt::format("{}: {} work tiles exceed the {} this kernel counts", op, tiles,
+                                    std::numeric_limits<int>::max() - max_ctas));
+    lc.grid_x = static_cast<unsigned>(hopper_persistent_ctas(k, batch, q_rows, H, H_kv, max_ctas));
+    lc.grid_y = 1;
+    lc.grid_z = 1;
+  } else {
+    if (!k.varlen && batch > 65535)
+      throw Unsupported(fmt::format("{}: batch {} exceeds the 65535 this kernel's grid takes", op, batch));
+    lc.grid_x = static_cast<unsigned>((q_rows * g + bm - 1) / bm + (k.varlen ? batch : 0));
+    lc.grid_y = static_cast<unsigned>(H_kv);
+    lc.grid_z = k.varlen ? 1u : static_cast<unsigned>(batch);
+  }
   lc.threads = static_cast<unsigned>(k.threads());
   lc.smem_bytes = static_cast<unsigned>(k.smem_bytes());
   lc.stream = stream;

@@ -65,6 +65,10 @@ struct HopperAttentionChoice {
   int warpgroups = 2;  // consumer warpgroups: BM = 64 * warpgroups query rows a CTA
   bool causal = false, window = false, softcap = false, varlen = false, sinks = false;
   KvMode kv_mode = KvMode::kDense;  // dense, packed (varlen) or paged (gqa_paged_fwd's prefill path)
+  // The persistent kernel (dense and packed TMA keys only): at most one CTA per SM walks the work tiles of
+  // a static order (longest first under a causal mask) over one K/V ring; launch_hopper_attention's
+  // max_ctas caps its grid.
+  bool persistent = false;
   std::string arch;
   int block_m() const { return 64 * warpgroups; }
   int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN, warpgroups); }
@@ -74,9 +78,11 @@ struct HopperAttentionChoice {
 // 16-bit q/k/v with the output in the same dtype, D 64/128/256, no RoPE.
 std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType compute_dtype, int64_t D,
                                  const std::string& arch);
-// paged: gqa_paged_fwd's prefill path (keys from pool pages; cfg.varlen must be set).
+// paged: gqa_paged_fwd's prefill path (keys from pool pages; cfg.varlen must be set). persistent: the
+// persistent kernel where it serves (not with paged keys; gqa_fwd / gqa_varlen_fwd pass the tuning knob
+// gqa_fwd_persistent, on by default).
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch, bool paged = false);
+                                              const std::string& arch, bool paged = false, bool persistent = false);
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k);
 std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,
                                                                       const HopperAttentionChoice& k, int device);
@@ -87,10 +93,17 @@ std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed);
 // Launches on `stream`: grid as launch_attention (x = query tiles of k.block_m() rows, y = KV heads, z =
-// batch).
+// batch); the persistent kernel: min(work tiles, max_ctas) CTAs in x (packed queries: an upper bound of the
+// work tiles, as the one-tile grid's). max_ctas: the SM count (one CTA fits an SM); > 0 when k.persistent.
 void launch_hopper_attention(const char* op, const jit::LoadedKernel& kernel, const HopperAttentionChoice& k,
                              const kernels::GqaFwdHopperParams& hp, int64_t batch, int64_t q_rows, int64_t H,
-                             int64_t H_kv, void* stream);
+                             int64_t H_kv, void* stream, int max_ctas = 0);
+// The persistent kernel's grid: min(work tiles (packed queries: their upper bound), max_ctas) CTAs.
+int64_t hopper_persistent_ctas(const HopperAttentionChoice& k, int64_t batch, int64_t q_rows, int64_t H, int64_t H_kv,
+                               int max_ctas);
+// GqaFwdHopperParams::section_pairs for the persistent kernel with dense keys and a causal mask: the
+// (batch, KV head) pairs whose K and V (s_kv keys each) fit a share of L2, at least 1; 0 elsewhere.
+int hopper_section_pairs(const HopperAttentionChoice& k, int64_t s_kv);
 
 // Loads (compiling if needed) the kernel on `device` and opts it into its dynamic shared memory.
 std::shared_ptr<const jit::LoadedKernel> load_attention_kernel(OpContext& ctx, const char* op,

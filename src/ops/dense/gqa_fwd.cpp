@@ -395,7 +395,7 @@ class GqaFwdOp final : public detail::OpInstance {
       if (pick.hopper()) {
         HopperAttentionChoice choice = choose_hopper(call, arch);
         auto kernel = load_hopper_attention_kernel(ctx_, cfg_.op_name(), choice, call.device.index);
-        return make_gqa_fwd_hopper_plan(cfg_, std::move(choice), std::move(kernel));
+        return make_gqa_fwd_hopper_plan(cfg_, std::move(choice), std::move(kernel), ctx_.sm_count(call.device.index));
       }
       check_attention_backend(cfg_.op_name(), backend_, arch);
       AttentionKernelChoice choice = choose(call, arch);
@@ -419,7 +419,8 @@ class GqaFwdOp final : public detail::OpInstance {
         [&] { return hopper_kv_gap(*call.k, *call.v, cfg_.varlen).empty(); });
   }
   HopperAttentionChoice choose_hopper(const GqaCall& call, const std::string& arch) const {
-    return choose_hopper_attention(cfg_, call.in_dtype, call.D, call.sinks != nullptr, arch);
+    return choose_hopper_attention(cfg_, call.in_dtype, call.D, call.sinks != nullptr, arch, /*paged=*/false,
+                                   ctx_.tuning().gqa_fwd_persistent);
   }
   AttentionKernelChoice choose(const GqaCall& call, const std::string& arch) const {
     return choose_attention_kernel(cfg_.op_name(), cfg_, call.in_dtype, call.in_dtype, call.compute_dtype, call.D,
@@ -447,7 +448,8 @@ std::vector<jit::KernelSpec> default_matrix(bool varlen, const std::string& arch
       for (int D : {64, 128, 256})
         for (bool causal : {false, true}) {
           cfg.is_causal = causal;
-          specs.push_back(hopper_attention_kernel_spec(cfg.op_name(), choose_hopper_attention(cfg, dt, D, false, arch)));
+          specs.push_back(hopper_attention_kernel_spec(
+              cfg.op_name(), choose_hopper_attention(cfg, dt, D, false, arch, /*paged=*/false, Tuning{}.gqa_fwd_persistent)));
         }
   return specs;
 }

@@ -30,8 +30,10 @@ GqaCall validate_gqa_execute(const GqaConfig& cfg, const TensorArgs& tensors, co
 // The portable backend's plan over `kernel`, the instantiation of `choice`.
 std::shared_ptr<const detail::PlanImpl> make_gqa_fwd_portable_plan(const GqaConfig& cfg, AttentionKernelChoice choice,
                                                                    std::shared_ptr<const jit::LoadedKernel> kernel);
-// The hopper backend's plan over `kernel`, the instantiation of `choice`.
+// The hopper backend's plan over `kernel`, the instantiation of `choice`; sm_count caps the persistent
+// kernel's grid (one CTA per SM).
 std::shared_ptr<const detail::PlanImpl> make_gqa_fwd_hopper_plan(const GqaConfig& cfg, HopperAttentionChoice choice,
-                                                                 std::shared_ptr<const jit::LoadedKernel> kernel);
+                                                                 std::shared_ptr<const jit::LoadedKernel> kernel,
+                                                                 int sm_count);
 
 }  // namespace attnjit::ops
