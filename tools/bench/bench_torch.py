@@ -148,7 +148,7 @@ def main():
                     help="another libattnjit.so timed beside --lib on the same tensors (gqa, gqa_bwd, bsa, bsa_bwd, lightning_indexer); repeatable")
     ap.add_argument("--ab-tune", action="append", default=[], metavar="NAME=JSON",
                     help="another runtime of --lib with these tuning overrides (the options' \"tune\" object), timed "
-                         "beside it as --ab-lib is, e.g. one-tile='{\"gqa_fwd_persistent\": false}'; repeatable")
+                         "beside it as --ab-lib is, e.g. persistent='{\"gqa_fwd_persistent\": true}'; repeatable")
     args = ap.parse_args()
     bench_common.L2_MODE = args.l2  # read by bench_common.bench
     bench_common.MATCH = args.match  # read by bench_common.run_case

@@ -33,8 +33,9 @@ struct Tuning {
   // deterministic causal gqa_bwd grid launches side by side (gqa_bwd_det_causal_band); 0 = the planner's.
   int gqa_bwd_band = 0;
   // ATTNJIT_TUNE_GQA_FWD_PERSISTENT / "gqa_fwd_persistent": gqa_fwd and gqa_varlen_fwd on the hopper backend
-  // take the persistent kernel (one CTA per SM walking the work tiles); false: one CTA per work tile.
-  bool gqa_fwd_persistent = true;
+  // take the persistent kernel (one CTA per SM walking the work tiles); false: one CTA per work tile. Off by
+  // default until the persistent kernel has been validated on a GPU (compiled, not yet run).
+  bool gqa_fwd_persistent = false;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.
