@@ -45,11 +45,12 @@ ATTNJIT_HD constexpr int latent_hopper_smem_bytes(int dqk, int stages, int bn) {
 // Geometry of the seesaw hopper kernel (mla/latent_decode_seesaw.cuh): 64 query rows, 64-key tiles in
 // pairs, two consumer warpgroups and a producer warpgroup, one buffer per tile of a pair. Registers after
 // setmaxnreg: setmaxnreg.inc only redistributes what the CTA was launched with (ptxas's 168 a thread at 384
-// threads), so a larger total blocks the consumers' inc forever.
+// threads), so a larger total blocks the consumers' inc forever. 224 / 56: the producer's coalesced copies
+// spilled up to 156 bytes at 40 registers; the consumers need no more than 224.
 constexpr int kLatentSeesawBN = 64;
 constexpr int kLatentSeesawThreads = 384;
-constexpr int kLatentSeesawProducerRegs = 40;
-constexpr int kLatentSeesawConsumerRegs = 232;
+constexpr int kLatentSeesawProducerRegs = 56;
+constexpr int kLatentSeesawConsumerRegs = 224;
 static_assert(256 * kLatentSeesawConsumerRegs + 128 * kLatentSeesawProducerRegs <=
                   kLatentSeesawThreads * (65536 / kLatentSeesawThreads / 8 * 8),
               "latent seesaw: the registers after setmaxnreg exceed the CTA's launch allocation");

@@ -76,7 +76,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   using V = std::vector<std::string>;
   // 'auto' takes the hopper kernel on sm_90a, the portable one elsewhere.
   CHECK(names(impl.op("mla_decode", {})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s2", "mla_decode.hopper.bf16.d512.t64.dense.s2.split",
+        V{"mla_decode.hopper.bf16.d512.t64.dense.seesaw", "mla_decode.hopper.bf16.d512.t64.dense.seesaw.split",
           "mla_decode.portable.combine.bf16.d512"});
   CHECK(names(impl.op("mla_decode", {{"backend", "portable"}})->kernels_for(mla, "sm_90a")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3", "mla_decode.portable.bf16.d512.t64.dense.s3.split",
@@ -84,7 +84,7 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla, "sm_90")) ==
         V{"mla_decode.portable.bf16.d512.t64.dense.s3"});
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 7}, {"backend", "hopper"}})->kernels_for(mla, "sm_90a")) ==
-        V{"mla_decode.hopper.bf16.d512.t64.dense.s2.split", "mla_decode.portable.combine.bf16.d512"});
+        V{"mla_decode.hopper.bf16.d512.t64.dense.seesaw.split", "mla_decode.portable.combine.bf16.d512"});
   // sm_80 allows 163 KB: two key stages at D + PE = 576; sm_86's 99 KB cannot hold them.
   CHECK(names(impl.op("mla_decode", {{"kv_splits", 1}})->kernels_for(mla_args(DType::kF16, 512, true), "sm_80")) ==
         V{"mla_decode.portable.fp16.d512.t64.paged.s2"});
@@ -94,10 +94,19 @@ TEST_CASE("latent decode: the kernels a call selects per backend, kv_splits and 
   } catch (const attnjit::Unsupported& e) {
     CHECK(test::contains(e.what(), "mla_decode: unsupported: backend 'portable': D 512 + tail 64 needs"));
   }
-  // dim_tail 16: the hopper kernel pads the depth 144 to 192 (three 64-column blocks); four 48-key stages.
+  // dim_tail 16: the hopper kernels pad the depth 144 to 192 (three 64-column blocks); the seesaw kernel's two
+  // 64-key tiles fit, and with tune.latent_tile 48 the 48-key kernel takes four stages.
   const TensorArgs dsa = dsa_args(DType::kF16, 128, 16);
   const nlohmann::json dcfg = {{"dim_tail", 16}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
-  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) == V{"dsa_decode.hopper.fp16.d128.t16.indexed.s4"});
+  CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) ==
+        V{"dsa_decode.hopper.fp16.d128.t16.indexed.seesaw"});
+  {
+    auto o48 = test::options_in(dir);
+    o48.tune = R"({"latent_tile": 48})";
+    attnjit::Runtime rt48(o48);
+    CHECK(names(rt48.impl().op("dsa_decode", dcfg)->kernels_for(dsa, "sm_90a")) ==
+          V{"dsa_decode.hopper.fp16.d128.t16.indexed.s4"});
+  }
   CHECK(names(impl.op("dsa_decode", dcfg)->kernels_for(dsa, "sm_80")) == V{"dsa_decode.portable.fp16.d128.t16.indexed.s3"});
   // What backend 'hopper' cannot serve: another arch, D 64 (its value half would be 32 columns).
   auto hopper_gap = [&](const char* op, nlohmann::json cfg, const TensorArgs& args, const char* arch) {
@@ -150,18 +159,19 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
                ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
     }
   }
-  // The seesaw kernels (tune.latent_tile 64) wherever they fit: all but dsa D 512 + tail 128.
-  auto seesaw_opts = test::options_in(dir);
-  seesaw_opts.tune = R"({"latent_tile": 64})";
-  attnjit::Runtime seesaw_rt(seesaw_opts);
+  // The default is the seesaw kernel wherever it fits (all but dsa D 512 + tail 128); the 48-key kernels of the
+  // same variants (tune.latent_tile 48).
+  auto k48_opts = test::options_in(dir);
+  k48_opts.tune = R"({"latent_tile": 48})";
+  attnjit::Runtime k48_rt(k48_opts);
   for (bool paged : {false, true})
     for (int64_t D : {128, 512})
-      take(seesaw_rt.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
+      take(k48_rt.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
   for (auto [D, tail] : {std::pair<int64_t, int64_t>{128, 16}, {256, 128}, {512, 64}})
-    take(seesaw_rt.impl()
+    take(k48_rt.impl()
              .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
              ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
-  // single + split per variant and backend (the seesaw kernels: 4 mla and 3 dsa variants); combines: mla D 128,
+  // single + split per variant and backend (the 48-key kernels: 4 mla and 3 dsa variants); combines: mla D 128,
   // 512; dsa D 64 .. 512
   CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + (4 * 2 + 3 * 2) + 6);
   attnjit::jit::NvrtcCompiler compiler;
@@ -191,7 +201,7 @@ TEST_CASE("latent decode: the warm-up matrices hold the DeepSeek shapes' kernels
   for (const char* dt : {"bf16", "fp16"}) {
     for (const char* backend : {"portable", "hopper"})
       for (const char* split : {"", ".split"}) {
-        const char* stages = backend == std::string("hopper") ? "s2" : "s3";
+        const char* stages = backend == std::string("hopper") ? "seesaw" : "s3";
         for (const char* mode : {"dense", "paged"})
           CHECK(mla.count(fmt::format("mla_decode.{}.{}.d512.t64.{}.{}{}", backend, dt, mode, stages, split)) == 1);
         CHECK(dsa.count(fmt::format("dsa_decode.{}.{}.d512.t64.indexed.{}{}", backend, dt, stages, split)) == 1);
@@ -213,9 +223,9 @@ TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (6
     attnjit::Runtime rt(opts);
     return names(rt.impl().op("mla_decode", {{"kv_splits", 1}})->kernels_for(args, "sm_90a"));
   };
-  // Unset: the 48-key kernel (two stages fit in 227 KB at D + PE = 576; 32-key ones: three). 64: the seesaw
-  // kernel (Q, two 64-key tiles and the P tiles: 219 KB), not yet run on a GPU, so only when asked for.
-  CHECK(hopper_names("{}", mla) == std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2"});
+  // Unset or 64: the seesaw kernel (Q, two 64-key tiles and the P tiles: 219 KB); 48: two stages of 48 keys (227 KB
+  // at D + PE = 576); 32: three stages.
+  CHECK(hopper_names("{}", mla) == std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
   CHECK(hopper_names(R"({"latent_tile": 48})", mla) == std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2"});
   CHECK(hopper_names(R"({"latent_tile": 64})", mla) ==
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
@@ -229,7 +239,7 @@ TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (6
   } catch (const attnjit::InvalidArgument& e) {
     CHECK(std::string(e.what()) == "mla_decode: param: tune.latent_tile: expected 32, 48 or 64 key slots, got 40");
   }
-  // dsa_decode D 512 + tail 128: 64-key tiles would need 272 KB, so 64 is refused (unset: the 48-key kernel).
+  // dsa_decode D 512 + tail 128: 64-key tiles would need 272 KB, so 64 is refused and unset takes the 48-key kernel.
   const nlohmann::json dcfg = {{"dim_tail", 128}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"kv_splits", 1}};
   const TensorArgs dsa = dsa_args(DType::kBF16, 512, 128);
   {

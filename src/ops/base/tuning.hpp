@@ -21,7 +21,8 @@ struct Tuning {
   // slab path even where the fused kernel fits.
   bool li_force_slab = false;
   // ATTNJIT_TUNE_LATENT_TILE / "latent_tile": the key slots per tile of mla_decode's and dsa_decode's
-  // hopper kernel, 48 or 32; 0 = the planner's (48).
+  // hopper kernel: 64 (the seesaw kernel), 48 or 32; 0 = the planner's (64 where its shared memory fits, else
+  // 48).
   int latent_tile = 0;
   // ATTNJIT_TUNE_NSA_SELECTED_TILE / "nsa_selected_tile": nsa_selected_fwd's "BNxSTAGES" (key slots per
   // tile, ring depth), e.g. "16x2"; empty = the planner's.

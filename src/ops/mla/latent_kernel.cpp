@@ -76,15 +76,14 @@ LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bo
   LatentKernelChoice k = choice_for(s, split, arch);
   k.hopper = true;
   const int budget = arch_facts(arch).max_smem_per_block;
-  // The seesaw kernel (64-key tiles in pairs) only when asked for (tune.latent_tile 64: compiled, not yet run
-  // on a GPU), where its two tiles, Q and the P tiles fit (D + tail <= 576 at D 512); the 48-key kernel by
-  // default.
+  // The seesaw kernel (64-key tiles in pairs) by default wherever its two tiles, Q and the P tiles fit (D + tail
+  // <= 576 at D 512); the 48-key kernel elsewhere, or when tune.latent_tile asks for 48 or 32.
   const int seesaw_bytes = kernels::latent_seesaw_smem_bytes(s.D, s.D + s.tail);
   if (bn == kernels::kLatentSeesawBN && seesaw_bytes > budget)
     throw Unsupported(fmt::format("{}: unsupported: tune.latent_tile: 64-key tiles at D {} + tail {} need {} bytes of "
                                   "shared memory, {} allows {}",
                                   op, s.D, s.tail, seesaw_bytes, arch, budget));
-  k.bn = bn != 0 ? bn : kernels::kLatentHopperBN;
+  k.bn = bn != 0 ? bn : seesaw_bytes <= budget ? kernels::kLatentSeesawBN : kernels::kLatentHopperBN;
   if (k.seesaw()) {
     k.stages = 2;
     return k;

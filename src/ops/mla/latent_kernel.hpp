@@ -69,7 +69,8 @@ using LatentFill = std::function<LatentShape(const TensorArgs& tensors, void* st
 std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
                                                          int kv_splits, detail::Backend backend, LatentFill fill);
 // The kernels make_latent_plan would load for `shape` (hopper_bn: the hopper kernel's key tile, the
-// tuning map's latent_tile, or 0: kLatentHopperBN; 64 is the seesaw kernel).
+// tuning map's latent_tile: 64 is the seesaw kernel, 48 and 32 the one-tile kernel; 0: 64 where it fits,
+// else kLatentHopperBN).
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
                                                detail::Backend backend, const std::string& arch, int hopper_bn);
 int hopper_bn(OpContext& ctx);
