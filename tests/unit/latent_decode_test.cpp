@@ -171,9 +171,20 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
     take(k48_rt.impl()
              .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
              ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
-  // single + split per variant and backend (the 48-key kernels: 4 mla and 3 dsa variants); combines: mla D 128,
-  // 512; dsa D 64 .. 512
-  CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + (4 * 2 + 3 * 2) + 6);
+  // The seesaw kernels with the L2 prefetch of the next pair's rows (tune.latent_prefetch), same variants.
+  auto pf_opts = test::options_in(dir);
+  pf_opts.tune = R"({"latent_prefetch": true})";
+  attnjit::Runtime pf_rt(pf_opts);
+  for (bool paged : {false, true})
+    for (int64_t D : {128, 512})
+      take(pf_rt.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
+  for (auto [D, tail] : {std::pair<int64_t, int64_t>{128, 16}, {256, 128}, {512, 64}})
+    take(pf_rt.impl()
+             .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
+             ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
+  // single + split per variant and backend (the 48-key kernels and the prefetching seesaw kernels: 4 mla and 3
+  // dsa variants each); combines: mla D 128, 512; dsa D 64 .. 512
+  CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + 2 * (4 * 2 + 3 * 2) + 6);
   attnjit::jit::NvrtcCompiler compiler;
   for (const auto& s : specs) {
     const auto r = compiler.compile(s);
@@ -231,6 +242,12 @@ TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (6
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
   CHECK(hopper_names(R"({"latent_tile": 32})", mla) ==
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s3.bn32"});
+  // tune.latent_prefetch: the seesaw kernel's variant that asks the L2 for the next pair's rows; the 48-key
+  // kernel has none.
+  CHECK(hopper_names(R"({"latent_prefetch": true})", mla) ==
+        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw.pf"});
+  CHECK(hopper_names(R"({"latent_prefetch": true, "latent_tile": 48})", mla) ==
+        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2"});
   opts.tune = R"({"latent_tile": 40})";
   attnjit::Runtime bad(opts);
   try {
