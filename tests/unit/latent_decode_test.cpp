@@ -159,29 +159,21 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
                ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
     }
   }
-  // The default is the seesaw kernel wherever it fits (all but dsa D 512 + tail 128); the 48-key kernels of the
-  // same variants (tune.latent_tile 48).
-  auto k48_opts = test::options_in(dir);
-  k48_opts.tune = R"({"latent_tile": 48})";
-  attnjit::Runtime k48_rt(k48_opts);
-  for (bool paged : {false, true})
-    for (int64_t D : {128, 512})
-      take(k48_rt.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
-  for (auto [D, tail] : {std::pair<int64_t, int64_t>{128, 16}, {256, 128}, {512, 64}})
-    take(k48_rt.impl()
-             .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
-             ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
-  // The seesaw kernels with the L2 prefetch of the next pair's rows (tune.latent_prefetch), same variants.
-  auto pf_opts = test::options_in(dir);
-  pf_opts.tune = R"({"latent_prefetch": true})";
-  attnjit::Runtime pf_rt(pf_opts);
-  for (bool paged : {false, true})
-    for (int64_t D : {128, 512})
-      take(pf_rt.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
-  for (auto [D, tail] : {std::pair<int64_t, int64_t>{128, 16}, {256, 128}, {512, 64}})
-    take(pf_rt.impl()
-             .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
-             ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
+  // The default is the seesaw kernel wherever it fits (all but dsa D 512 + tail 128). The same variants again
+  // as the 48-key kernels (tune.latent_tile 48) and as the seesaw kernels with the L2 prefetch of the next
+  // pair's rows (tune.latent_prefetch).
+  for (const char* tune : {R"({"latent_tile": 48})", R"({"latent_prefetch": true})"}) {
+    auto tuned_opts = test::options_in(dir);
+    tuned_opts.tune = tune;
+    attnjit::Runtime tuned(tuned_opts);
+    for (bool paged : {false, true})
+      for (int64_t D : {128, 512})
+        take(tuned.impl().op("mla_decode", {{"backend", "hopper"}})->kernels_for(mla_args(DType::kBF16, D, paged), "sm_90a"));
+    for (auto [D, tail] : {std::pair<int64_t, int64_t>{128, 16}, {256, 128}, {512, 64}})
+      take(tuned.impl()
+               .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
+               ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
+  }
   // single + split per variant and backend (the 48-key kernels and the prefetching seesaw kernels: 4 mla and 3
   // dsa variants each); combines: mla D 128, 512; dsa D 64 .. 512
   CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + 2 * (4 * 2 + 3 * 2) + 6);
