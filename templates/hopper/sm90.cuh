@@ -44,12 +44,6 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
   } while (!done);
 }
 
-// Asks the L2 to fetch `bytes` (a multiple of 16) from a 16-byte-aligned global address; no data comes to
-// the SM and nothing waits for it.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // Whether the phase of parity `parity` has completed, without waiting.
 __device__ __forceinline__ bool mbar_test(unsigned bar, unsigned parity) {
   unsigned done;

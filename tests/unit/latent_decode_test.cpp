@@ -160,9 +160,8 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
     }
   }
   // The default is the seesaw kernel wherever it fits (all but dsa D 512 + tail 128). The same variants again
-  // as the 48-key kernels (tune.latent_tile 48) and as the seesaw kernels with the L2 prefetch of the next
-  // pair's rows (tune.latent_prefetch).
-  for (const char* tune : {R"({"latent_tile": 48})", R"({"latent_prefetch": true})"}) {
+  // as the 48-key kernels (tune.latent_tile 48).
+  for (const char* tune : {R"({"latent_tile": 48})"}) {
     auto tuned_opts = test::options_in(dir);
     tuned_opts.tune = tune;
     attnjit::Runtime tuned(tuned_opts);
@@ -174,9 +173,9 @@ TEST_CASE("latent decode: every variant compiles for sm_90a; no spills except th
                .op("dsa_decode", {{"dim_tail", tail}, {"stride_kv", 1}, {"q_start_index_s", 0}, {"backend", "hopper"}})
                ->kernels_for(dsa_args(DType::kBF16, D, tail), "sm_90a"));
   }
-  // single + split per variant and backend (the 48-key kernels and the prefetching seesaw kernels: 4 mla and 3
-  // dsa variants each); combines: mla D 128, 512; dsa D 64 .. 512
-  CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + 2 * (4 * 2 + 3 * 2) + 6);
+  // single + split per variant and backend (the 48-key kernels: 4 mla and 3 dsa variants); combines: mla D 128,
+  // 512; dsa D 64 .. 512
+  CHECK(specs.size() == (4 * 2 + 5 * 2) + (4 * 2 + 4 * 2) + (4 * 2 + 3 * 2) + 6);
   attnjit::jit::NvrtcCompiler compiler;
   for (const auto& s : specs) {
     const auto r = compiler.compile(s);
@@ -234,12 +233,6 @@ TEST_CASE("latent decode: tune.latent_tile picks the hopper kernel's key tile (6
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw"});
   CHECK(hopper_names(R"({"latent_tile": 32})", mla) ==
         std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s3.bn32"});
-  // tune.latent_prefetch: the seesaw kernel's variant that asks the L2 for the next pair's rows; the 48-key
-  // kernel has none.
-  CHECK(hopper_names(R"({"latent_prefetch": true})", mla) ==
-        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.seesaw.pf"});
-  CHECK(hopper_names(R"({"latent_prefetch": true, "latent_tile": 48})", mla) ==
-        std::vector<std::string>{"mla_decode.hopper.bf16.d512.t64.dense.s2"});
   opts.tune = R"({"latent_tile": 40})";
   attnjit::Runtime bad(opts);
   try {

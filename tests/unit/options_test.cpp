@@ -48,7 +48,6 @@ TEST_CASE("options: from_env with nothing set gives the defaults") {
   CHECK(t.decode_splits == 0);
   CHECK(t.li_force_slab == false);
   CHECK(t.gqa_fwd_persistent == false);
-  CHECK(t.latent_prefetch == false);
   CHECK(d.cache_max_bytes == o.cache_max_bytes);
 }
 
@@ -172,13 +171,6 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(!attnjit::ops::Tuning::read({{"gqa_fwd_persistent", false}}).gqa_fwd_persistent);
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_persistent", 1}}), attnjit::InvalidArgument);
   }
-  SUBCASE("ATTNJIT_TUNE_LATENT_PREFETCH") {
-    CHECK(!attnjit::ops::Tuning::read(nullptr).latent_prefetch);  // off by default (not yet run on a GPU)
-    env.set("ATTNJIT_TUNE_LATENT_PREFETCH", "1");
-    CHECK(attnjit::ops::Tuning::read(nullptr).latent_prefetch);
-    CHECK(!attnjit::ops::Tuning::read({{"latent_prefetch", false}}).latent_prefetch);
-    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"latent_prefetch", "on"}}), attnjit::InvalidArgument);
-  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -202,7 +194,6 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("decode splits: not a count") { var = "ATTNJIT_TUNE_DECODE_SPLITS", value = "-3"; }
   SUBCASE("gqa_bwd band: not a count") { var = "ATTNJIT_TUNE_GQA_BWD_BAND", value = "two"; }
   SUBCASE("gqa_fwd persistent: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_PERSISTENT", value = "sometimes"; }
-  SUBCASE("latent prefetch: not a boolean") { var = "ATTNJIT_TUNE_LATENT_PREFETCH", value = "often"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);

@@ -37,10 +37,6 @@ struct Tuning {
   // take the persistent kernel (one CTA per SM walking the work tiles); false: one CTA per work tile. Off by
   // default: validated on an H100, it measured within 0-7% of the one-tile kernel.
   bool gqa_fwd_persistent = false;
-  // ATTNJIT_TUNE_LATENT_PREFETCH / "latent_prefetch": mla_decode's and dsa_decode's seesaw kernel asks the L2
-  // for the next pair's rows while it works on a pair (".pf" in the kernel name); the other latent kernels
-  // have no such variant and ignore it. Off by default: compiled, not yet run on a GPU.
-  bool latent_prefetch = false;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

@@ -87,7 +87,6 @@ LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bo
   k.bn = bn != 0 ? bn : seesaw_bytes <= budget ? kernels::kLatentSeesawBN : kernels::kLatentHopperBN;
   if (k.seesaw()) {
     k.stages = 2;
-    k.prefetch = tune.prefetch;
     return k;
   }
   k.stages = kernels::latent_hopper_smem_bytes(s.D + s.tail, 4, k.bn) <= budget   ? 4
@@ -119,7 +118,6 @@ jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k) 
     b.field("kv_mode", mode_name(k.mode)).arg(k.mode).name("{}");
     b.field("schedule", "seesaw").name("{}");
     b.field("split", k.split).arg().name_if(k.split, "split");
-    b.field("l2_prefetch", k.prefetch).arg().name_if(k.prefetch, "pf");
     return b.build();
   }
   jit::SpecBuilder b(op, k.hopper ? "mla/latent_decode_hopper.cuh" : "mla/latent_decode.cuh",
@@ -154,7 +152,7 @@ std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D
   return specs;
 }
 
-LatentHopperTune hopper_tune(OpContext& ctx) { return {ctx.tuning().latent_tile, ctx.tuning().latent_prefetch}; }
+LatentHopperTune hopper_tune(OpContext& ctx) { return {ctx.tuning().latent_tile}; }
 
 namespace {
 

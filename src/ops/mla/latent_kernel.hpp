@@ -42,7 +42,6 @@ struct LatentKernelChoice {
   bool split = false;
   bool hopper = false;
   int bn = kernels::kLatentHopperBN;  // hopper: key slots per tile (64: the seesaw kernel)
-  bool prefetch = false;              // seesaw: the next pair's rows asked of the L2 (tune.latent_prefetch)
   std::string arch;
   bool seesaw() const { return hopper && bn == kernels::kLatentSeesawBN; }
   int smem_bytes() const;
@@ -54,10 +53,9 @@ LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bo
 // Why the hopper kernel cannot serve `s` on `arch` ("" when it can): sm_90a, D 128, 256 or 512.
 std::string latent_hopper_gap(const LatentShape& s, const std::string& arch);
 // What the tuning map says of the hopper kernel: its key tile (tune.latent_tile: 64 is the seesaw kernel, 48
-// and 32 the one-tile kernel; 0: 64 where it fits, else kLatentHopperBN) and the seesaw kernel's L2 prefetch.
+// and 32 the one-tile kernel; 0: 64 where it fits, else kLatentHopperBN).
 struct LatentHopperTune {
   int bn = 0;
-  bool prefetch = false;
 };
 // The hopper choice (Unsupported naming the gap when there is one).
 LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
