@@ -208,7 +208,7 @@ class DsaDecodeOp final : public detail::OpInstance {
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const DsaDecodeCall call = validate_dsa_decode_call(cfg_, tensors, Placement::kDevice);
     kernels::LatentDecodeParams p{};
-    return latent_plan_specs(kOp, latent_params(cfg_, call, p), cfg_.kv_splits, backend_, arch, hopper_tune(ctx_));
+    return latent_plan_specs(kOp, latent_params(cfg_, call, p), cfg_.kv_splits, backend_, arch, hopper_bn(ctx_));
   }
 
  protected:

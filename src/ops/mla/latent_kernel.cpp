@@ -69,8 +69,7 @@ LatentKernelChoice choice_for(const LatentShape& s, bool split, const std::strin
 }  // namespace
 
 LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
-                                        const LatentHopperTune& tune) {
-  const int bn = tune.bn;
+                                        int bn) {
   if (const std::string gap = latent_hopper_gap(s, arch); !gap.empty()) throw_hopper_gap(op, gap);
   if (bn != 0 && bn != 32 && bn != 48 && bn != kernels::kLatentSeesawBN)
     throw InvalidArgument(fmt::format("{}: param: tune.latent_tile: expected 32, 48 or 64 key slots, got {}", op, bn));
@@ -146,13 +145,13 @@ std::vector<jit::KernelSpec> latent_warmup_specs(const char* op, DType dt, int D
   std::vector<jit::KernelSpec> specs;
   if (latent_hopper_gap(s, arch).empty())
     for (bool split : {false, true})
-      specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch, {})));
+      specs.push_back(latent_kernel_spec(op, choose_latent_hopper(op, s, split, arch, 0)));
   for (bool split : {false, true}) specs.push_back(latent_kernel_spec(op, choose_latent_kernel(op, s, split, arch)));
   if (combine) specs.push_back(combine_kernel_spec(op, dt, D, arch));
   return specs;
 }
 
-LatentHopperTune hopper_tune(OpContext& ctx) { return {ctx.tuning().latent_tile}; }
+int hopper_bn(OpContext& ctx) { return ctx.tuning().latent_tile; }
 
 namespace {
 
@@ -163,8 +162,8 @@ bool use_hopper(const char* op, detail::Backend backend, const LatentShape& s, c
 }
 
 LatentKernelChoice choose_for(const char* op, detail::Backend backend, const LatentShape& s, bool split,
-                              const std::string& arch, const LatentHopperTune& tune) {
-  return use_hopper(op, backend, s, arch) ? choose_latent_hopper(op, s, split, arch, tune)
+                              const std::string& arch, int hopper_bn) {
+  return use_hopper(op, backend, s, arch) ? choose_latent_hopper(op, s, split, arch, hopper_bn)
                                           : choose_latent_kernel(op, s, split, arch);
 }
 
@@ -204,13 +203,13 @@ class LatentDecodePlan final : public detail::PlanImpl {
         ws_(op, shape.device) {
     const std::string arch = ctx.arch_for_device(shape.device);
     if (kv_splits != 1) {
-      split_ = choose_for(op, backend, shape, true, arch, hopper_tune(ctx));
+      split_ = choose_for(op, backend, shape, true, arch, hopper_bn(ctx));
       split_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, split_), shape.device);
       require_dynamic_smem(op, *split_kernel_, split_kernel_->compiled->spec, split_.smem_bytes());
       combine_kernel_ = ctx.kernels().loaded(combine_kernel_spec(op, shape.dtype, shape.D, arch), shape.device);
     }
     if (kv_splits == 1 || kv_splits == kLatentAutoSplits) {
-      single_ = choose_for(op, backend, shape, false, arch, hopper_tune(ctx));
+      single_ = choose_for(op, backend, shape, false, arch, hopper_bn(ctx));
       single_kernel_ = ctx.kernels().loaded(latent_kernel_spec(op, single_), shape.device);
       require_dynamic_smem(op, *single_kernel_, single_kernel_->compiled->spec, single_.smem_bytes());
     }
@@ -316,13 +315,12 @@ std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const c
 }
 
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
-                                               detail::Backend backend, const std::string& arch,
-                                               const LatentHopperTune& tune) {
+                                               detail::Backend backend, const std::string& arch, int hopper_bn) {
   std::vector<jit::KernelSpec> specs;
   if (kv_splits == 1 || kv_splits == kLatentAutoSplits)
-    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, false, arch, tune)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, false, arch, hopper_bn)));
   if (kv_splits != 1) {
-    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, true, arch, tune)));
+    specs.push_back(latent_kernel_spec(op, choose_for(op, backend, shape, true, arch, hopper_bn)));
     specs.push_back(combine_kernel_spec(op, shape.dtype, shape.D, arch));
   }
   return specs;

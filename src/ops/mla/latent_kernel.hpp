@@ -52,14 +52,10 @@ struct LatentKernelChoice {
 LatentKernelChoice choose_latent_kernel(const char* op, const LatentShape& s, bool split, const std::string& arch);
 // Why the hopper kernel cannot serve `s` on `arch` ("" when it can): sm_90a, D 128, 256 or 512.
 std::string latent_hopper_gap(const LatentShape& s, const std::string& arch);
-// What the tuning map says of the hopper kernel: its key tile (tune.latent_tile: 64 is the seesaw kernel, 48
-// and 32 the one-tile kernel; 0: 64 where it fits, else kLatentHopperBN).
-struct LatentHopperTune {
-  int bn = 0;
-};
-// The hopper choice (Unsupported naming the gap when there is one).
+// The hopper choice (Unsupported naming the gap when there is one). `bn`: the key tile tune.latent_tile asks
+// for (64 is the seesaw kernel, 48 and 32 the one-tile kernel; 0: 64 where it fits, else kLatentHopperBN).
 LatentKernelChoice choose_latent_hopper(const char* op, const LatentShape& s, bool split, const std::string& arch,
-                                        const LatentHopperTune& tune);
+                                        int bn);
 jit::KernelSpec latent_kernel_spec(const char* op, const LatentKernelChoice& k);
 // The warm-up entries of one (dtype, D, tail, mode): the single-pass and split kernels, and the combine
 // when `combine` (it depends on dtype and D only).
@@ -73,10 +69,10 @@ using LatentFill = std::function<LatentShape(const TensorArgs& tensors, void* st
                                              kernels::LatentDecodeParams& p)>;
 std::shared_ptr<const detail::PlanImpl> make_latent_plan(OpContext& ctx, const char* op, const LatentShape& shape,
                                                          int kv_splits, detail::Backend backend, LatentFill fill);
-// The kernels make_latent_plan would load for `shape` (`tune`: hopper_tune of the op's context).
+// The kernels make_latent_plan would load for `shape` (hopper_bn: hopper_bn of the op's context).
 std::vector<jit::KernelSpec> latent_plan_specs(const char* op, const LatentShape& shape, int kv_splits,
-                                               detail::Backend backend, const std::string& arch,
-                                               const LatentHopperTune& tune);
-LatentHopperTune hopper_tune(OpContext& ctx);
+                                               detail::Backend backend, const std::string& arch, int hopper_bn);
+// The hopper kernel's key tile the context's tuning map asks for (tune.latent_tile; 0: the planner's).
+int hopper_bn(OpContext& ctx);
 
 }  // namespace attnjit::ops
