@@ -8,7 +8,10 @@
 // which one thread issues the TMA loads of
 // K and V tiles (BN keys, 64-column boxes, 128-byte swizzle) into a two-stage ring guarded by "full"
 // (transaction-count) and "empty" (one arrival per consumer warp) mbarriers. Q is loaded once by its
-// warpgroup with cp.async into the same swizzled layout.
+// warpgroup with cp.async into the same swizzled layout. Q_TMA (opt-in, tune.gqa_fwd_q_tma): the producer
+// thread loads Q with TMA before the first K tile where a warpgroup's 64 packed rows are one box (hp.q_tma:
+// g divides 64 or is a multiple of it, q a TMA source; else the consumers copy it as above), and the
+// mainloop makes each k-step's wgmma descriptors by one add (hopper_issue_qk's DESC_ADD).
 //
 // The mainloop is hopper/attention_core.cuh. Per key tile a consumer warpgroup runs S = Q K^T as
 // D/16 wgmma (both operands in shared memory, K-major), releases K, applies masks, softcap and the online softmax in registers (the wgmma
@@ -126,7 +129,8 @@ __device__ __forceinline__ void gqa_fwd_hopper_store(const GqaFwdParams& p, cons
 
 // One CTA, one work tile: query tile blockIdx.x (varlen: the linear tile index over the requests) of KV
 // head blockIdx.y and batch blockIdx.z.
-template <typename T, int D, int BN, int NWG, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS>
+template <typename T, int D, int BN, int NWG, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS,
+          bool Q_TMA>
 __device__ __forceinline__ void gqa_fwd_hopper_one_tile(const GqaFwdHopperParams& hp) {
   static_assert(sizeof(T) == 2, "gqa_fwd_hopper: 16-bit operands");
   static_assert(BN == 64 || BN == 128, "gqa_fwd_hopper: BN is 64 or 128");
@@ -172,18 +176,32 @@ __device__ __forceinline__ void gqa_fwd_hopper_one_tile(const GqaFwdHopperParams
   const int num_tiles = hi > n_first ? (hi - n_first + BN - 1) / BN : 0;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) ring.init(kPaged ? 128 : 1);
+  if (threadIdx.x == 0) ring.init(kPaged ? 128 : 1, /*q_barriers=*/Q_TMA);
   __syncthreads();
 
   if (warp >= 4 * NWG) {
-    // Producer warpgroup: one thread issues K(t) and V(t) for every tile (TMA); paged keys: all 128
-    // threads copy rows with cp.async (hopper_produce_paged).
+    // Producer warpgroup: one thread issues Q (Q_TMA and hp.q_tma) and then K(t) and V(t) for every tile
+    // (TMA); paged keys: all 128 threads copy rows with cp.async (hopper_produce_paged), after the first
+    // has issued Q.
     setmaxnreg_dec<gqa_fwd_hopper_producer_regs(kPaged)>();
+    // Warpgroup w's rows m0 = m_base + 64 w start at query m0 / g, head-in-group m0 % g (0 unless g > 64);
+    // rows past the request or the batch's queries are never stored (TMA fills those past the tensor with
+    // zeros; a packed request's may read the next request's queries).
+    auto produce_q = [&]() {
+      const TmaMap* qmap = reinterpret_cast<const TmaMap*>(hp.q_map);
+#pragma unroll
+      for (int w = 0; w < NWG; ++w) {
+        const int m0 = m_base + w * 64, i0 = m0 / g;
+        ring.produce_q(qmap, w, r * g + (m0 - i0 * g), (VARLEN ? q_off : 0) + i0, VARLEN ? 0 : b);
+      }
+    };
     if constexpr (kPaged) {
+      if (Q_TMA && hp.q_tma && threadIdx.x == 128 * NWG) produce_q();
       hopper_produce_paged<T, D, BN>(ring, p, b, r, n_first, num_tiles, kv_len);
       return;
     }
     if (warp == 4 * NWG && lane == 0) {
+      if (Q_TMA && hp.q_tma) produce_q();
       const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
       const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
       tma_prefetch_map(kmap);
@@ -204,10 +222,14 @@ __device__ __forceinline__ void gqa_fwd_hopper_one_tile(const GqaFwdHopperParams
   const int wg = warp / 4, wq = warp % 4;
   const T* qb = static_cast<const T*>(p.q) + (VARLEN ? q_off * p.q_ss : b * p.q_sb) + static_cast<long long>(r) * g * p.q_sh;
   T* ob = static_cast<T*>(p.o) + (VARLEN ? q_off * p.o_ss : b * p.o_sb) + static_cast<long long>(r) * g * p.o_sh;
-  ring.template load_q<T>(wg, [&](int lr) -> const T* {
-    const int gm = m_base + wg * 64 + lr, i = gm / g;
-    return i < q_len ? qb + static_cast<long long>(i) * p.q_ss + (gm - i * g) * p.q_sh : nullptr;
-  });
+  if (Q_TMA && hp.q_tma) {
+    ring.wait_q_tma(wg);
+  } else {
+    ring.template load_q<T>(wg, [&](int lr) -> const T* {
+      const int gm = m_base + wg * 64 + lr, i = gm / g;
+      return i < q_len ? qb + static_cast<long long>(i) * p.q_ss + (gm - i * g) * p.q_sh : nullptr;
+    });
+  }
 
   const float score_scale = SOFTCAP ? 1.f : p.scale_log2;
   int row_pos[2];
@@ -230,8 +252,8 @@ __device__ __forceinline__ void gqa_fwd_hopper_one_tile(const GqaFwdHopperParams
   auto visible = [&](int n0, int, int hf, int jl) {
     return key_visible<CAUSAL, WINDOW>(n0 + jl, row_pos[hf], kv_len, p.window_left, p.window_right);
   };
-  hopper_mainloop<T, D, BN, SOFTCAP, NWG, (NWG == 2 && D <= 128)>(ring, wg, num_tiles, need, visible, score_scale,
-                                                                  p.softcap_log2, p.softcap_inv_scale, st);
+  hopper_mainloop<T, D, BN, SOFTCAP, NWG, (NWG == 2 && D <= 128), Q_TMA>(ring, wg, num_tiles, need, visible, score_scale,
+                                                                         p.softcap_log2, p.softcap_inv_scale, st);
 
   // Normalise, fold in the sink, write O and the natural-log LSE (as gqa_fwd_hopper_store, written out: the
   // one-tile kernels keep their machine code).
@@ -445,11 +467,13 @@ __device__ __forceinline__ void gqa_fwd_hopper_persistent(const GqaFwdHopperPara
   turn.finish();
 }
 
+// Q_TMA applies to the one-tile kernel (the persistent kernel copies each work tile's Q itself).
 template <typename T, int D, int BN, int NWG, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool VARLEN, int KV_MODE, bool SINKS,
-          bool PERSISTENT>
+          bool PERSISTENT, bool Q_TMA>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1) gqa_fwd_hopper(const __grid_constant__ GqaFwdHopperParams hp) {
+  static_assert(!(PERSISTENT && Q_TMA), "gqa_fwd_hopper: Q by TMA is the one-tile kernel's");
   if constexpr (PERSISTENT) gqa_fwd_hopper_persistent<T, D, BN, NWG, CAUSAL, WINDOW, SOFTCAP, VARLEN, KV_MODE, SINKS>(hp);
-  else gqa_fwd_hopper_one_tile<T, D, BN, NWG, CAUSAL, WINDOW, SOFTCAP, VARLEN, KV_MODE, SINKS>(hp);
+  else gqa_fwd_hopper_one_tile<T, D, BN, NWG, CAUSAL, WINDOW, SOFTCAP, VARLEN, KV_MODE, SINKS, Q_TMA>(hp);
 }
 
 }  // namespace attnjit::kernels

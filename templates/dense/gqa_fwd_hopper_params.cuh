@@ -46,6 +46,12 @@ struct alignas(64) GqaFwdHopperParams {
   // The persistent kernel with dense keys and a causal mask: (batch, KV head) pairs per section of its
   // work order (gqa_fwd_hopper_work), so that a section's K and V stay in L2; 0: all pairs in one section.
   int section_pairs;
+  // Q as a 4-d map (D, head, query row, batch) whose boxes are one warpgroup's 64 packed rows: 64 columns
+  // x min(g, 64) heads x 64 / min(g, 64) rows. q_tma: the Q_TMA kernel's producer loads Q with it (set
+  // where g divides 64 or 64 divides g and q is a TMA source); 0: the consumers copy Q rows (cp.async).
+  // Last, so that the other kernels' parameter offsets stay where they were.
+  alignas(64) unsigned long long q_map[16];
+  int q_tma;
 };
 
 }  // namespace attnjit::kernels

@@ -13,7 +13,8 @@ namespace attnjit::kernels {
 
 // Shared memory of a CTA: Q [NWG warpgroups][D / 64][64 rows][128 B], then K and V rings
 // [2 stages][D / 64][BN rows][128 B], then the ring's mbarriers (full_k, full_v, empty_k, empty_v per
-// stage) and a per-stage tile record (key start, valid keys) the producer writes for the consumers.
+// stage), a per-stage tile record (key start, valid keys) the producer writes for the consumers, and one
+// mbarrier per consumer warpgroup (q_full) for kernels whose producer loads Q by TMA (produce_q).
 template <int D, int BN, int NWG = 2>
 struct HopperRing {
   static constexpr int kDB = D / 64;
@@ -21,7 +22,7 @@ struct HopperRing {
   static constexpr int kQBytes = NWG * 64 * D * 2;
   static constexpr int kStageBytes = BN * D * 2;
   static constexpr int kStages = 2;
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kStageBytes + 8 * 8 + kStages * 8 + 1024;
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kStageBytes + 8 * 8 + kStages * 8 + 3 * 8 + 1024;
   static_assert(D % 64 == 0 && D <= 256, "HopperRing: D is 64, 128 or 256");
   static_assert(NWG >= 1 && NWG <= 3, "HopperRing: one to three consumer warpgroups");
   static_assert(kSmemBytes == hopper_ring_smem_bytes(D, BN, NWG), "HopperRing: the host's geometry (ring_params.cuh)");
@@ -44,17 +45,35 @@ struct HopperRing {
   __device__ __forceinline__ unsigned full_v(int s) const { return bar0 + 8u * (2 + s); }
   __device__ __forceinline__ unsigned empty_k(int s) const { return bar0 + 8u * (4 + s); }
   __device__ __forceinline__ unsigned empty_v(int s) const { return bar0 + 8u * (6 + s); }
+  // After the 8 ring barriers (64 bytes) and the records (kStages * 8 bytes).
+  __device__ __forceinline__ unsigned q_full(int wg) const { return bar0 + 64u + kStages * 8u + 8u * wg; }
   // One thread, before the CTA's first barrier. full_arrivals: arrivals that complete a full barrier's
   // phase (1 for a TMA producer, whose bytes complete it; the copying threads for cp.async producers).
-  __device__ __forceinline__ void init(unsigned full_arrivals = 1) const {
+  // q_barriers: also the consumer warpgroups' q_full barriers (one arrival: produce_q's, with its bytes).
+  __device__ __forceinline__ void init(unsigned full_arrivals = 1, bool q_barriers = false) const {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_k(s), full_arrivals);
       mbar_init(full_v(s), full_arrivals);
       mbar_init(empty_k(s), 4 * NWG);  // one arrival per consumer warp
       mbar_init(empty_v(s), 4 * NWG);
     }
+    if (q_barriers)
+      for (int w = 0; w < NWG; ++w) mbar_init(q_full(w), 1);
     mbar_init_fence();
   }
+
+  // Producer (one thread): consumer warpgroup wg's 64 rows of Q by TMA, D / 64 boxes of 64 rows at
+  // (head c1, row c2, batch c3) of the 4-d map (64 columns x 64 rows of 128 bytes each, as load_q lays
+  // them out), completing on q_full(wg) (phase 0: one load per CTA). The consumers wait with wait_q_tma.
+  __device__ __forceinline__ void produce_q(const TmaMap* qmap, int wg, int c1, int c2, int c3) const {
+    mbar_arrive_expect_tx(q_full(wg), 64 * D * 2);
+#pragma unroll
+    for (int c = 0; c < kDB; ++c)
+      tma_load_4d(smem_addr(q + wg * (64 * D * 2) + c * (64 * 128)), qmap, c * 64, c1, c2, c3, q_full(wg));
+  }
+  // Consumer warpgroup wg: its Q rows from produce_q have landed (TMA writes are visible to wgmma once the
+  // barrier's phase completes).
+  __device__ __forceinline__ void wait_q_tma(int wg) const { mbar_wait(q_full(wg), 0); }
 
   // Producer (one thread): tile t = the BN rows from key row c2 (of KV head c1, batch c3) into stage
   // t % 2, K then V, each after the consumers released the stage; records (n0, valid) for them.
@@ -127,33 +146,52 @@ struct HopperSoftmaxState {
 };
 
 // Consumer warpgroup: issues S = Q K^T for tile t (stage t % 2) once its K landed; both operands are
-// K-major in shared memory (k16 step ks is 32 bytes into a 64-column block). Does not wait.
-template <typename T, int D, int BN, int NWG>
+// K-major in shared memory (k16 step ks is 32 bytes into a 64-column block). Does not wait. DESC_ADD:
+// each k-step's descriptors are the operands' base descriptors plus a constant (wgmma_desc_plus), instead
+// of being rebuilt from the address (three or four uniform instructions a step).
+template <typename T, int D, int BN, int NWG, bool DESC_ADD = false>
 __device__ __forceinline__ void hopper_issue_qk(const HopperRing<D, BN, NWG>& ring, int wg, int t, float (&sc)[BN / 2]) {
   const unsigned char* sQw = ring.q + wg * (64 * D * 2);
   const unsigned char* sKs = ring.k + (t & 1) * HopperRing<D, BN, NWG>::kStageBytes;
-  wgmma_fence();
+  if constexpr (DESC_ADD) {
+    const unsigned long long qa = wgmma_desc_at(smem_addr(sQw), 16, 1024), ka = wgmma_desc_at(smem_addr(sKs), 16, 1024);
+    wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = wgmma_desc_at(smem_addr(sQw) + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
-    const unsigned long long db = wgmma_desc_at(smem_addr(sKs) + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
-    Wgmma<T, BN>::template ss<0>(sc, da, db, ks > 0 ? 1 : 0);
+    for (int ks = 0; ks < D / 16; ++ks)
+      Wgmma<T, BN>::template ss<0>(sc, wgmma_desc_plus(qa, (ks / 4) * (64 * 128) + (ks % 4) * 32),
+                                   wgmma_desc_plus(ka, (ks / 4) * (BN * 128) + (ks % 4) * 32), ks > 0 ? 1 : 0);
+  } else {
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const unsigned long long da = wgmma_desc_at(smem_addr(sQw) + (ks / 4) * (64 * 128) + (ks % 4) * 32, 16, 1024);
+      const unsigned long long db = wgmma_desc_at(smem_addr(sKs) + (ks / 4) * (BN * 128) + (ks % 4) * 32, 16, 1024);
+      Wgmma<T, BN>::template ss<0>(sc, da, db, ks > 0 ? 1 : 0);
+    }
   }
   wgmma_commit();
 }
 
 // Consumer warpgroup: issues O += P V for tile t once its V landed (V N-major: 64-column blocks BN * 128
 // bytes apart, 8-key groups 1024 bytes apart). P stays in registers until the group completes.
-template <typename T, int D, int BN, int NWG>
+template <typename T, int D, int BN, int NWG, bool DESC_ADD = false>
 __device__ __forceinline__ void hopper_issue_pv(const HopperRing<D, BN, NWG>& ring, int t, const unsigned (&pa)[BN / 16][4],
                                                 float (&o)[D / 2]) {
   const unsigned char* sVs = ring.v + (t & 1) * HopperRing<D, BN, NWG>::kStageBytes;
-  mbar_wait(ring.full_v(t & 1), (t >> 1) & 1);
-  wgmma_fence();
+  if constexpr (DESC_ADD) {
+    const unsigned long long va = wgmma_desc_at(smem_addr(sVs), BN * 128, 1024);
+    mbar_wait(ring.full_v(t & 1), (t >> 1) & 1);
+    wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    const unsigned long long db = wgmma_desc_at(smem_addr(sVs) + kk * 2048, BN * 128, 1024);
-    Wgmma<T, D>::template rs<1>(o, pa[kk], db);
+    for (int kk = 0; kk < BN / 16; ++kk) Wgmma<T, D>::template rs<1>(o, pa[kk], wgmma_desc_plus(va, kk * 2048));
+  } else {
+    mbar_wait(ring.full_v(t & 1), (t >> 1) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const unsigned long long db = wgmma_desc_at(smem_addr(sVs) + kk * 2048, BN * 128, 1024);
+      Wgmma<T, D>::template rs<1>(o, pa[kk], db);
+    }
   }
   wgmma_commit();
 }
@@ -280,7 +318,8 @@ struct HopperPingPong {
 // P V does not read. t0: the ring's count of tiles before this loop's first (a persistent kernel's
 // warpgroups walk one ring across their work tiles, so stage and phase of the loop's tile t are those of
 // ring tile t0 + t; the producer counts the same way).
-template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool ONE_P, typename Need, typename Visible, typename Turn>
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool ONE_P, bool DESC_ADD = false, typename Need,
+          typename Visible, typename Turn>
 __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
                                                 float softcap_inv_scale, HopperSoftmaxState<D>& st, const Turn& turn,
@@ -317,7 +356,7 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
     for (int t = 0;; ++t) {
       record(t, n0, valid);
       if (valid == 0) return;
-      hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0 + t, sc);
+      hopper_issue_qk<T, D, BN, NWG, DESC_ADD>(ring, wg, t0 + t, sc);
       wgmma_wait<0>();
       fence_regs(sc);
       __syncwarp();  // every lane has read the tile's record
@@ -325,7 +364,7 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
       rescale_o(hopper_softmax<T, D, BN, SOFTCAP>(
           sc, need(n0, valid), [&](int hf, int j) { return visible(n0, valid, hf, j); }, score_scale, softcap_log2,
           softcap_inv_scale, st, pa, alpha));
-      hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa, st.o);
+      hopper_issue_pv<T, D, BN, NWG, DESC_ADD>(ring, t0 + t, pa, st.o);
       wgmma_wait<0>();
       fence_regs(st.o);
       hold_regs(pa);
@@ -335,7 +374,7 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   record(0, n0, valid);
   if (valid == 0) return;
   turn.take();
-  hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0, sc);
+  hopper_issue_qk<T, D, BN, NWG, DESC_ADD>(ring, wg, t0, sc);
   turn.pass();
   wgmma_wait<0>();
   fence_regs(sc);
@@ -352,8 +391,8 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   // One step: tile t's P V (P in cur) overlapped with tile t + 1's scores; tile t + 1's P into nxt.
   auto step = [&](unsigned (&cur)[BN / 16][4], unsigned (&nxt)[BN / 16][4]) {
     turn.take();
-    hopper_issue_qk<T, D, BN, NWG>(ring, wg, t0 + t + 1, sc);
-    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, cur, st.o);
+    hopper_issue_qk<T, D, BN, NWG, DESC_ADD>(ring, wg, t0 + t + 1, sc);
+    hopper_issue_pv<T, D, BN, NWG, DESC_ADD>(ring, t0 + t, cur, st.o);
     turn.pass();
     wgmma_wait<1>();
     fence_regs(sc);
@@ -386,9 +425,9 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
   }
   turn.take();
   if (in_next) {
-    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa_next, st.o);
+    hopper_issue_pv<T, D, BN, NWG, DESC_ADD>(ring, t0 + t, pa_next, st.o);
   } else {
-    hopper_issue_pv<T, D, BN, NWG>(ring, t0 + t, pa, st.o);
+    hopper_issue_pv<T, D, BN, NWG, DESC_ADD>(ring, t0 + t, pa, st.o);
   }
   turn.pass();
   wgmma_wait<0>();
@@ -399,16 +438,17 @@ __device__ __forceinline__ void hopper_key_loop(const HopperRing<D, BN, NWG>& ri
 }
 
 // A consumer warpgroup's key loop (hopper_key_loop), with ping-pong turns when PINGPONG (two warpgroups,
-// D <= 128) and one P register set with three warpgroups.
-template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool PINGPONG = false, typename Need, typename Visible>
+// D <= 128) and one P register set with three warpgroups; DESC_ADD as hopper_issue_qk's.
+template <typename T, int D, int BN, bool SOFTCAP, int NWG, bool PINGPONG = false, bool DESC_ADD = false, typename Need,
+          typename Visible>
 __device__ __forceinline__ void hopper_mainloop(const HopperRing<D, BN, NWG>& ring, int wg, int num_tiles, Need need,
                                                 Visible visible, float score_scale, float softcap_log2,
                                                 float softcap_inv_scale, HopperSoftmaxState<D>& st) {
   static_assert(!PINGPONG || (NWG == 2 && D <= 128), "hopper_mainloop: ping-pong needs two warpgroups and D <= 128");
   const HopperPingPong<PINGPONG> turn{wg};
   turn.start();
-  hopper_key_loop<T, D, BN, SOFTCAP, NWG, (NWG == 3)>(ring, wg, num_tiles, need, visible, score_scale, softcap_log2,
-                                                      softcap_inv_scale, st, turn);
+  hopper_key_loop<T, D, BN, SOFTCAP, NWG, (NWG == 3), DESC_ADD>(ring, wg, num_tiles, need, visible, score_scale,
+                                                                softcap_log2, softcap_inv_scale, st, turn);
   turn.finish();
 }
 

@@ -143,6 +143,13 @@ __device__ __forceinline__ unsigned long long wgmma_desc_at(unsigned addr, unsig
   const unsigned hi = ((sbo_bytes >> 4) & 0x3FFFu) | (swizzle << 30);
   return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
+// `desc` moved `bytes` (a multiple of 16) further into its operand. Only the start-address field (bits
+// 0-13 of the low word, address / 16) changes, and it stays below 2^14 for any shared-memory address, so the
+// high word is shared and one 32-bit add makes each k-step's descriptor from the operand's base descriptor
+// (wgmma_desc_at per k-step rebuilds the fields from the address: three or four uniform instructions).
+__device__ __forceinline__ unsigned long long wgmma_desc_plus(unsigned long long desc, unsigned bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<unsigned>(desc) + (bytes >> 4));
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

@@ -6,7 +6,8 @@ same dtype, D in {64, 128, 256}, no RoPE, k/v strides multiples of 16 bytes and 
 query tiles, 128-key TMA boxes, two-stage ring): long sequences, every group size 1..16, lengths around
 multiples of 64 and 128. Standard library only; deterministic.
 
-Both files also hold shapes aimed at the persistent scheduler (persistent_cases): 3 x 132 + 1 work tiles,
+Both files also hold groups of 32 to 256 heads a KV head for the Q boxes the producer loads by TMA
+(q_tma_cases), and shapes aimed at the persistent scheduler (persistent_cases): 3 x 132 + 1 work tiles,
 fewer tiles than SMs, many causal query tiles, two L2 sections, ragged batches of 45 requests; the small
 set a few with 2-3 work tiles a CTA for the sanitizers.
 
@@ -102,6 +103,38 @@ def extra_cases(rng):
     return out
 
 
+INIT = {"kind": "normal", "mean": 0.0, "std": 1.0}
+POISON = {"kind": "poison"}
+
+
+def dense_tensors(dt, D, B, sq, skv, H, hkv):
+    """q, k, v, o and lse of a dense BSHD call (o and lse poisoned outputs)."""
+    return {
+        "q": {"shape": [B, sq, H, D], "dtype": dt, "init": INIT},
+        "k": {"shape": [B, skv, hkv, D], "dtype": dt, "init": INIT},
+        "v": {"shape": [B, skv, hkv, D], "dtype": dt, "init": INIT},
+        "o": {"shape": [B, sq, H, D], "dtype": dt, "init": POISON, "output": True},
+        "lse": {"shape": [B, H, sq], "dtype": "fp32", "init": POISON, "output": True},
+    }
+
+
+def varlen_tensors(dt, D, ql, kl, H, hkv):
+    """q, k, v, cu_seqlens_q / _kv, o and lse of a packed call over requests of ql query and kl key tokens."""
+    cq, ck = [0], [0]
+    for a, b_ in zip(ql, kl):
+        cq.append(cq[-1] + a)
+        ck.append(ck[-1] + b_)
+    return {
+        "q": {"shape": [cq[-1], H, D], "dtype": dt, "init": INIT},
+        "k": {"shape": [ck[-1], hkv, D], "dtype": dt, "init": INIT},
+        "v": {"shape": [ck[-1], hkv, D], "dtype": dt, "init": INIT},
+        "cu_seqlens_q": {"shape": [len(cq)], "dtype": "int32", "init": {"kind": "values", "values": cq}},
+        "cu_seqlens_kv": {"shape": [len(ck)], "dtype": "int32", "init": {"kind": "values", "values": ck}},
+        "o": {"shape": [cq[-1], H, D], "dtype": dt, "init": POISON, "output": True},
+        "lse": {"shape": [cq[-1], H], "dtype": "fp32", "init": POISON, "output": True},
+    }
+
+
 # The persistent kernel's grid (gqa_fwd / gqa_varlen_fwd on the hopper backend): at most one CTA per SM
 # (132 on an H100 SXM or H200) walks work tiles blockIdx.x + k * gridDim.x; dense causal calls take the
 # (batch, KV head) pairs in L2 sections of 32 MiB of K and V.
@@ -114,41 +147,22 @@ def persistent_cases(rng, small=False):
     tiles, two L2 sections (the last partial), and ragged packed batches of more than 32 requests (two
     passes of the warp's tile scan) with empty requests."""
     out = []
-    init = {"kind": "normal", "mean": 0.0, "std": 1.0}
-    poison = {"kind": "poison"}
 
     def dense(name, dt, D, B, sq, skv, H, hkv, cfg, seed):
-        tensors = {
-            "q": {"shape": [B, sq, H, D], "dtype": dt, "init": init},
-            "k": {"shape": [B, skv, hkv, D], "dtype": dt, "init": init},
-            "v": {"shape": [B, skv, hkv, D], "dtype": dt, "init": init},
-            "o": {"shape": [B, sq, H, D], "dtype": dt, "init": poison, "output": True},
-            "lse": {"shape": [B, H, sq], "dtype": "fp32", "init": poison, "output": True},
-        }
+        tensors = dense_tensors(dt, D, B, sq, skv, H, hkv)
         tol = 1e-2 if dt == "bf16" else 5e-3
         out.append({"name": f"hopper/persistent/dense/{name}/{dt}/d{D}/b{B}-sq{sq}-skv{skv}-h{H}kv{hkv}",
                     "op": "gqa_fwd", "config": dict(cfg, backend="hopper"), "seed": seed, "tensors": tensors,
                     "compare": {"o": {"mode": "rel_l2", "tol": tol}, "lse": {"mode": "lse"}}, "gpu_only": True})
 
     def varlen(name, dt, D, ql, kl, H, hkv, cfg, seed, sinks=False):
-        cq, ck = [0], [0]
-        for a, b_ in zip(ql, kl):
-            cq.append(cq[-1] + a)
-            ck.append(ck[-1] + b_)
-        tensors = {
-            "q": {"shape": [cq[-1], H, D], "dtype": dt, "init": init},
-            "k": {"shape": [ck[-1], hkv, D], "dtype": dt, "init": init},
-            "v": {"shape": [ck[-1], hkv, D], "dtype": dt, "init": init},
-            "cu_seqlens_q": {"shape": [len(cq)], "dtype": "int32", "init": {"kind": "values", "values": cq}},
-            "cu_seqlens_kv": {"shape": [len(ck)], "dtype": "int32", "init": {"kind": "values", "values": ck}},
-            "o": {"shape": [cq[-1], H, D], "dtype": dt, "init": poison, "output": True},
-            "lse": {"shape": [cq[-1], H], "dtype": "fp32", "init": poison, "output": True},
-        }
+        tensors = varlen_tensors(dt, D, ql, kl, H, hkv)
+        tq, tkv = tensors["q"]["shape"][0], tensors["k"]["shape"][0]
         if sinks:
             tensors["sinks"] = {"shape": [H], "dtype": "fp32",
                                 "init": {"kind": "values", "values": [round(rng.uniform(-2.0, 6.0), 3) for _ in range(H)]}}
         tol = 1e-2 if dt == "bf16" else 5e-3
-        out.append({"name": f"hopper/persistent/varlen/{name}/{dt}/d{D}/n{len(ql)}-tq{cq[-1]}-tkv{ck[-1]}-h{H}kv{hkv}",
+        out.append({"name": f"hopper/persistent/varlen/{name}/{dt}/d{D}/n{len(ql)}-tq{tq}-tkv{tkv}-h{H}kv{hkv}",
                     "op": "gqa_varlen_fwd", "config": dict(cfg, backend="hopper"), "seed": seed, "tensors": tensors,
                     "compare": {"o": {"mode": "rel_l2", "tol": tol}, "lse": {"mode": "lse"}}, "gpu_only": True})
 
@@ -190,13 +204,46 @@ def persistent_cases(rng, small=False):
     return out
 
 
+def q_tma_cases(small=False):
+    """Large groups for the Q boxes the producer loads by TMA (min(g, 64) heads x 64 / min(g, 64) query
+    rows a box; g 128 and 256: 64 heads of one query a box, two or four boxes a query): dense and packed,
+    tiles that run past the queries (a zero-filled or next-request box)."""
+    out = []
+    seed = 93000
+    shapes = [  # (packed, dtype, D, H, H_kv, causal, dense (B, S_q, S_kv) or packed (q lens, kv lens))
+        (False, "bf16", 128, 64, 1, True, (2, 100, 100)),
+        (False, "fp16", 64, 128, 1, False, (1, 33, 70)),
+        (False, "bf16", 256, 256, 1, True, (1, 5, 5)),
+        (False, "bf16", 128, 64, 2, False, (2, 1, 129)),
+        (True, "bf16", 128, 64, 2, True, ([1, 5, 70], [1, 40, 70])),
+        (True, "fp16", 256, 128, 1, True, ([3, 0, 2], [3, 0, 9])),
+        (True, "bf16", 64, 32, 1, False, ([7, 64, 1], [100, 64, 1])),
+    ]
+    if small:
+        shapes = [shapes[0], shapes[5]]
+    for i, (packed, dt, D, H, hkv, causal, dims) in enumerate(shapes):
+        tol = 1e-2 if dt == "bf16" else 5e-3
+        if packed:
+            tensors = varlen_tensors(dt, D, dims[0], dims[1], H, hkv)
+            op, name = "gqa_varlen_fwd", f"hopper/q-tma/varlen/{dt}/d{D}/h{H}kv{hkv}/q{dims[0]}/kv{dims[1]}"
+        else:
+            B, sq, skv = dims
+            tensors = dense_tensors(dt, D, B, sq, skv, H, hkv)
+            op, name = "gqa_fwd", f"hopper/q-tma/dense/{dt}/d{D}/h{H}kv{hkv}/b{B}-sq{sq}-skv{skv}"
+        out.append({"name": f"{name}/{'causal' if causal else 'full'}", "op": op,
+                    "config": {"is_causal": causal, "backend": "hopper"}, "seed": seed + i, "tensors": tensors,
+                    "compare": {"o": {"mode": "rel_l2", "tol": tol}, "lse": {"mode": "lse"}}, "gpu_only": True})
+    return out
+
+
 def main():
     args = case_args(__doc__).parse_args()
     derive_cases(os.path.join(args.out_dir, "gpu"),
                  [("gqa_grid.json", "gqa_hopper_grid.json"), ("gqa_small.json", "gqa_hopper_small.json")], eligible,
                  pinned_to,
-                 lambda dst: extra_cases(random.Random(0x40FF)) + persistent_cases(random.Random(0x5C4ED))
-                 if dst == "gqa_hopper_grid.json" else persistent_cases(random.Random(0x5C4EE), small=True))
+                 lambda dst: extra_cases(random.Random(0x40FF)) + persistent_cases(random.Random(0x5C4ED)) + q_tma_cases()
+                 if dst == "gqa_hopper_grid.json"
+                 else persistent_cases(random.Random(0x5C4EE), small=True) + q_tma_cases(small=True))
 
 
 if __name__ == "__main__":

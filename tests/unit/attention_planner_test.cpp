@@ -57,6 +57,13 @@ std::string selected(attnjit::Runtime& rt, const char* op, const nlohmann::json&
   return names[0];
 }
 
+// A kernel spec's key field `key` ("absent" when it has none).
+std::string spec_field(const attnjit::jit::KernelSpec& s, const std::string& key) {
+  for (const auto& [k, v] : s.fields)
+    if (k == key) return v;
+  return "absent";
+}
+
 }  // namespace
 
 TEST_CASE("attention planner: tiles per head dim, and the flags in the kernel name") {
@@ -201,15 +208,10 @@ TEST_CASE("attention planner: the persistent hopper gqa_fwd kernel, its tuning k
   const auto one = rt_off.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
   CHECK(on.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
   CHECK(one.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
-  CHECK(test::contains(on.entry, ", false, true>"));
-  CHECK(test::contains(one.entry, ", false, false>"));
-  auto field = [](const attnjit::jit::KernelSpec& s, const std::string& key) {
-    for (const auto& [k, v] : s.fields)
-      if (k == key) return v;
-    return std::string("absent");
-  };
-  CHECK(field(on, "persistent") == "1");
-  CHECK(field(one, "persistent") == "0");
+  CHECK(test::contains(on.entry, ", false, true, false>"));  // SINKS, PERSISTENT, Q_TMA
+  CHECK(test::contains(one.entry, ", false, false, false>"));
+  CHECK(spec_field(on, "persistent") == "1");
+  CHECK(spec_field(one, "persistent") == "0");
   // The paged prefill path (a copying producer) keeps the one-tile grid whatever the knob says.
   TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 128}, kGpu)},
                    {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kBF16, {9, 16, 2, 128}, kGpu)},
@@ -532,4 +534,32 @@ TEST_CASE("attention planner: bsa_bwd's main kernel per backend") {
   CHECK(rt.impl().op("bsa_bwd", cfg)->kernels_for(t, "sm_80").size() == 5);
   CHECK_THROWS_WITH_AS(rt.impl().op("bsa_bwd", {{"sparse_block_size", 128}, {"backend", "hopper"}})->kernels_for(t, "sm_80"),
                        doctest::Contains("bsa_bwd: unsupported: backend 'hopper': it needs sm_90a"), attnjit::Unsupported);
+}
+
+TEST_CASE("attention planner: the opt-in Q-by-TMA hopper gqa_fwd kernel and its tuning knob") {
+  test::TempDir dir("planner");
+  attnjit::RuntimeOptions on_opts = test::options_in(dir);
+  on_opts.tune = nlohmann::json{{"gqa_fwd_q_tma", true}}.dump();
+  attnjit::Runtime rt(on_opts), rt_off(options_in(dir));
+  const nlohmann::json hopper = {{"backend", "hopper"}};
+  // Off by default (compiled, not yet run on a GPU); tune.gqa_fwd_q_tma = true takes the Q_TMA kernel, a
+  // different cubin (key field q_tma).
+  const auto on = rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
+  const auto off = rt_off.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
+  CHECK(on.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.qtma.sm_90a");
+  CHECK(off.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(test::contains(on.entry, ", false, false, true>"));
+  CHECK(spec_field(on, "q_tma") == "1");
+  CHECK(spec_field(off, "q_tma") == "0");
+  // The persistent kernel takes precedence (it copies each work tile's Q itself).
+  attnjit::RuntimeOptions both_opts = test::options_in(dir);
+  both_opts.tune = nlohmann::json{{"gqa_fwd_q_tma", true}, {"gqa_fwd_persistent", true}}.dump();
+  attnjit::Runtime rt_both(both_opts);
+  const auto both = rt_both.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
+  CHECK(both.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
+  // Paged keys never take it.
+  attnjit::ops::GqaConfig cfg;
+  cfg.varlen = true;
+  CHECK(!attnjit::ops::choose_hopper_attention(cfg, DType::kBF16, 128, false, "sm_90a", true, false, true).q_tma);
+  CHECK(attnjit::ops::choose_hopper_attention(cfg, DType::kBF16, 128, false, "sm_90a", false, false, true).q_tma);
 }

@@ -262,7 +262,7 @@ TEST_CASE("nsa_compressed_fwd: the kernel a call selects per backend, arch and l
     const auto specs = impl.op("nsa_compressed_fwd", c)->kernels_for(on_device(f16.args()), "sm_90a");
     REQUIRE(specs.size() == 1);
     // Compressed keys keep the one-tile grid (not persistent).
-    CHECK(specs[0].entry == "attnjit::kernels::gqa_fwd_hopper<__half, 64, 128, 3, true, false, false, true, 4, false, false>");
+    CHECK(specs[0].entry == "attnjit::kernels::gqa_fwd_hopper<__half, 64, 128, 3, true, false, false, true, 4, false, false, false>");  // ..., SINKS, PERSISTENT, Q_TMA
   }
   CHECK(test::contains(gap("hopper", on_device(f16.args()), "sm_80"),
                        "nsa_compressed_fwd: unsupported: backend 'hopper': it needs sm_90a"));

@@ -171,6 +171,15 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(!attnjit::ops::Tuning::read({{"gqa_fwd_persistent", false}}).gqa_fwd_persistent);
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_persistent", 1}}), attnjit::InvalidArgument);
   }
+  SUBCASE("ATTNJIT_TUNE_GQA_FWD_Q_TMA") {
+    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);  // off by default (compiled, not yet run on a GPU)
+    env.set("ATTNJIT_TUNE_GQA_FWD_Q_TMA", "1");
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);
+    CHECK(!attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", false}}).gqa_fwd_q_tma);
+    env.set("ATTNJIT_TUNE_GQA_FWD_Q_TMA", "0");
+    CHECK(attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", true}}).gqa_fwd_q_tma);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", "yes"}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -194,6 +203,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("decode splits: not a count") { var = "ATTNJIT_TUNE_DECODE_SPLITS", value = "-3"; }
   SUBCASE("gqa_bwd band: not a count") { var = "ATTNJIT_TUNE_GQA_BWD_BAND", value = "two"; }
   SUBCASE("gqa_fwd persistent: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_PERSISTENT", value = "sometimes"; }
+  SUBCASE("gqa_fwd Q by TMA: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_Q_TMA", value = "maybe"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);

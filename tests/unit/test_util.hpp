@@ -103,6 +103,7 @@ inline const std::vector<std::string>& attnjit_env_names() {
       "ATTNJIT_TUNE_NSA_TOPK_TILE",
       "ATTNJIT_TUNE_GQA_BWD_BAND",
       "ATTNJIT_TUNE_GQA_FWD_PERSISTENT",
+      "ATTNJIT_TUNE_GQA_FWD_Q_TMA",
       "XDG_CACHE_HOME",
       "HOME"};
   return names;

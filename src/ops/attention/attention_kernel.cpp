@@ -173,7 +173,7 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
 }
 
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch, bool paged, bool persistent) {
+                                              const std::string& arch, bool paged, bool persistent, bool q_tma) {
   HopperAttentionChoice k;
   k.dtype = dtype;
   k.D = static_cast<int>(D);
@@ -193,6 +193,7 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
   // NOTE: the persistent kernel's producer is one TMA thread; the paged producer's 128 copying threads keep
   // the one-tile grid (compiled, not yet run on a GPU: issue 28).
   k.persistent = persistent && !paged;
+  k.q_tma = q_tma && !paged && !k.persistent;
   k.arch = arch;
   return k;
 }
@@ -217,6 +218,7 @@ jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttenti
       .name_if(k.kv_mode == KvMode::kPaged, "paged").after("sinks");
   b.field("sinks", k.sinks).arg().name_if(k.sinks, "sinks");
   b.field("persistent", k.persistent).arg().name_if(k.persistent, "persistent");
+  b.field("q_tma", k.q_tma).arg().name_if(k.q_tma, "qtma");
   return b.build();
 }
 
@@ -252,6 +254,31 @@ void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, cons
       encode_tma_rows(op, name, map, k.dtype, t->data, k.D, t->shape[2], t->shape[1], t->shape[0], t->strides[2],
                       t->strides[1], t->strides[0], k.BN);
   }
+}
+
+int hopper_q_box_heads(int64_t H, int64_t H_kv) {
+  if (H_kv <= 0 || H <= 0 || H % H_kv != 0) return 0;
+  const int64_t g = H / H_kv;
+  const int64_t box_heads = std::min<int64_t>(g, 64);
+  return g % box_heads == 0 && 64 % box_heads == 0 ? static_cast<int>(box_heads) : 0;
+}
+
+void encode_hopper_q_map(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
+                         const TensorRef& q, bool packed, int64_t H, int64_t H_kv) {
+  hp.q_tma = 0;
+  const int box_heads = hopper_q_box_heads(H, H_kv);
+  if (!k.q_tma || box_heads == 0) return;
+  // Packed [T, H, D] as [1, T, H, D]; the token axis then has no batch stride to check.
+  const int sd = packed ? 0 : 1;
+  const std::string gap =
+      packed ? tma_gap("q", q.data, {{q.shape[0], q.strides[0]}, {q.shape[1], q.strides[1]}})
+             : tma_gap("q", q.data, {{q.shape[0], q.strides[0]}, {q.shape[1], q.strides[1]}, {q.shape[2], q.strides[2]}});
+  if (!gap.empty()) return;
+  const int64_t rows = q.shape[sd], batch = packed ? 1 : q.shape[0];
+  if (rows <= 0 || batch <= 0) return;
+  encode_tma_rows(op, "q", hp.q_map, k.dtype, q.data, k.D, H, rows, batch, q.strides[sd + 1], q.strides[sd],
+                  packed ? q.strides[0] * rows : q.strides[0], 64 / box_heads, box_heads);
+  hp.q_tma = 1;
 }
 
 namespace {

@@ -69,6 +69,9 @@ struct HopperAttentionChoice {
   // a static order (longest first under a causal mask) over one K/V ring; launch_hopper_attention's
   // max_ctas caps its grid.
   bool persistent = false;
+  // The one-tile kernel whose producer loads Q by TMA where it can (encode_hopper_q_map) and whose k-steps
+  // make wgmma descriptors by one add (tune.gqa_fwd_q_tma; not with paged keys or the persistent kernel).
+  bool q_tma = false;
   std::string arch;
   int block_m() const { return 64 * warpgroups; }
   int smem_bytes() const { return kernels::gqa_fwd_hopper_smem_bytes(D, BN, warpgroups); }
@@ -80,9 +83,11 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
                                  const std::string& arch);
 // paged: gqa_paged_fwd's prefill path (keys from pool pages; cfg.varlen must be set). persistent: the
 // persistent kernel where it serves (not with paged keys; gqa_fwd / gqa_varlen_fwd pass the tuning knob
-// gqa_fwd_persistent, off by default).
+// gqa_fwd_persistent, off by default). q_tma: the Q-by-TMA one-tile kernel (tuning knob gqa_fwd_q_tma, off
+// by default; not with paged keys, and the persistent kernel takes precedence).
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
-                                              const std::string& arch, bool paged = false, bool persistent = false);
+                                              const std::string& arch, bool paged = false, bool persistent = false,
+                                              bool q_tma = false);
 jit::KernelSpec hopper_attention_kernel_spec(const char* op, const HopperAttentionChoice& k);
 std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext& ctx, const char* op,
                                                                       const HopperAttentionChoice& k, int device);
@@ -92,6 +97,14 @@ std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
 // Encodes the K and V tensor maps of `hp` (4-d: D, KV head, key row, batch) with BN-row boxes.
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed);
+// Encodes hp.q_map and sets hp.q_tma where the Q_TMA kernel (k.q_tma) can load Q by TMA: a group size
+// g = H / H_kv that divides 64 or is a multiple of it (a warpgroup's 64 packed rows are then one box) and
+// q a TMA source (tma_gap). Elsewhere q_tma stays 0 and the consumers copy Q. q: dense [B, S, H, D] or
+// packed [T, H, D].
+// The heads of one such box (min(g, 64)), or 0 where g neither divides 64 nor is a multiple of it.
+int hopper_q_box_heads(int64_t H, int64_t H_kv);
+void encode_hopper_q_map(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
+                         const TensorRef& q, bool packed, int64_t H, int64_t H_kv);
 // Launches on `stream`: grid as launch_attention (x = query tiles of k.block_m() rows, y = KV heads, z =
 // batch); the persistent kernel: min(work tiles, max_ctas) CTAs in x (packed queries: an upper bound of the
 // work tiles, as the one-tile grid's). max_ctas: the SM count (one CTA fits an SM); > 0 when k.persistent.

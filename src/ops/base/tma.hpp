@@ -14,9 +14,10 @@ namespace attnjit::ops {
 // each given (extent, stride) axis a positive multiple of 16 bytes unless the extent is at most 1.
 std::string tma_gap(const char* name, const void* data, std::initializer_list<std::pair<int64_t, int64_t>> dims);
 // Encodes a 4-d TMA map (D, head, row, batch; strides in elements) of a 16-bit tensor into `map`, with
-// boxes of 64 columns by box_rows rows and the 128-byte swizzle the hopper kernels read.
+// boxes of 64 columns by box_heads heads by box_rows rows and the 128-byte swizzle the hopper kernels read
+// (a box lands as box_heads x box_rows rows of 128 bytes, head fastest).
 void encode_tma_rows(const char* op, const char* name, unsigned long long (&map)[16], DType dtype, const void* data,
                      int64_t D, int64_t heads, int64_t rows, int64_t batch, int64_t s_head, int64_t s_row,
-                     int64_t s_batch, int box_rows);
+                     int64_t s_batch, int box_rows, int box_heads = 1);
 
 }  // namespace attnjit::ops

@@ -37,6 +37,11 @@ struct Tuning {
   // take the persistent kernel (one CTA per SM walking the work tiles); false: one CTA per work tile. Off by
   // default: validated on an H100, it measured within 0-7% of the one-tile kernel.
   bool gqa_fwd_persistent = false;
+  // ATTNJIT_TUNE_GQA_FWD_Q_TMA / "gqa_fwd_q_tma": gqa_fwd and gqa_varlen_fwd on the hopper backend take the
+  // one-tile kernel whose producer loads Q by TMA (where the group size and q allow; else its consumers copy
+  // Q as the default kernel's do) and whose k-steps make wgmma descriptors by one add. Off by default:
+  // compiled, not yet run on a GPU.
+  bool gqa_fwd_q_tma = false;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

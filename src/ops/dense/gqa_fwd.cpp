@@ -420,7 +420,7 @@ class GqaFwdOp final : public detail::OpInstance {
   }
   HopperAttentionChoice choose_hopper(const GqaCall& call, const std::string& arch) const {
     return choose_hopper_attention(cfg_, call.in_dtype, call.D, call.sinks != nullptr, arch, /*paged=*/false,
-                                   ctx_.tuning().gqa_fwd_persistent);
+                                   ctx_.tuning().gqa_fwd_persistent, ctx_.tuning().gqa_fwd_q_tma);
   }
   AttentionKernelChoice choose(const GqaCall& call, const std::string& arch) const {
     return choose_attention_kernel(cfg_.op_name(), cfg_, call.in_dtype, call.in_dtype, call.compute_dtype, call.D,

@@ -26,6 +26,7 @@ class GqaFwdHopperPlan final : public detail::PlanImpl {
     kernels::GqaFwdHopperParams hp{};
     hp.p = gqa_fwd_params(cfg_, call);
     encode_hopper_kv_maps(cfg_.op_name(), hp, choice_, *call.k, *call.v, cfg_.varlen);
+    encode_hopper_q_map(cfg_.op_name(), hp, choice_, *call.q, cfg_.varlen, call.H, call.H_kv);
     hp.section_pairs = hopper_section_pairs(choice_, call.S_kv);
     // The persistent kernel: one CTA per SM (its shared memory and 384 or 512 threads at the launch
     // bound's registers fit one).
