@@ -229,31 +229,36 @@ std::shared_ptr<const jit::LoadedKernel> load_hopper_attention_kernel(OpContext&
   return kernel;
 }
 
-std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed) {
-  for (const TensorRef* t : {&k, &v}) {
-    const char* name = t == &k ? "k" : "v";
-    const std::string gap =
-        packed ? tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}})
-               : tma_gap(name, t->data, {{t->shape[0], t->strides[0]}, {t->shape[1], t->strides[1]}, {t->shape[2], t->strides[2]}});
-    if (!gap.empty()) return gap;
-  }
-  return "";
+namespace {
+
+// A dense [B, S, H, D] tensor, or a packed [T, H, D] one as [1, T, H, D] (its token axis then has no batch
+// stride): why it cannot be a TMA source ("" when it can), and its 4-d map (D, head, row, batch) with boxes
+// of box_heads heads by box_rows rows.
+std::string hopper_rows_gap(const char* name, const TensorRef& t, bool packed) {
+  return packed ? tma_gap(name, t.data, {{t.shape[0], t.strides[0]}, {t.shape[1], t.strides[1]}})
+                : tma_gap(name, t.data, {{t.shape[0], t.strides[0]}, {t.shape[1], t.strides[1]}, {t.shape[2], t.strides[2]}});
+}
+void encode_hopper_rows(const char* op, const char* name, unsigned long long (&map)[16], const HopperAttentionChoice& k,
+                        const TensorRef& t, bool packed, int box_rows, int box_heads = 1) {
+  if (packed)
+    encode_tma_rows(op, name, map, k.dtype, t.data, k.D, t.shape[1], t.shape[0], 1, t.strides[1], t.strides[0],
+                    t.strides[0] * std::max<int64_t>(1, t.shape[0]), box_rows, box_heads);
+  else
+    encode_tma_rows(op, name, map, k.dtype, t.data, k.D, t.shape[2], t.shape[1], t.shape[0], t.strides[2], t.strides[1],
+                    t.strides[0], box_rows, box_heads);
 }
 
+}  // namespace
+
+std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed) {
+  if (std::string gap = hopper_rows_gap("k", k, packed); !gap.empty()) return gap;
+  return hopper_rows_gap("v", v, packed);
+}
 
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed) {
-  for (const TensorRef* t : {&key, &value}) {
-    // Dense [B, S, H_kv, D]; packed [T, H_kv, D] as [1, T, H_kv, D].
-    const char* name = t == &key ? "k" : "v";
-    auto& map = t == &key ? hp.k_map : hp.v_map;
-    if (packed)
-      encode_tma_rows(op, name, map, k.dtype, t->data, k.D, t->shape[1], t->shape[0], 1, t->strides[1], t->strides[0],
-                      t->strides[0] * std::max<int64_t>(1, t->shape[0]), k.BN);
-    else
-      encode_tma_rows(op, name, map, k.dtype, t->data, k.D, t->shape[2], t->shape[1], t->shape[0], t->strides[2],
-                      t->strides[1], t->strides[0], k.BN);
-  }
+  encode_hopper_rows(op, "k", hp.k_map, k, key, packed, k.BN);
+  encode_hopper_rows(op, "v", hp.v_map, k, value, packed, k.BN);
 }
 
 int hopper_q_box_heads(int64_t H, int64_t H_kv) {
@@ -267,17 +272,9 @@ void encode_hopper_q_map(const char* op, kernels::GqaFwdHopperParams& hp, const 
                          const TensorRef& q, bool packed, int64_t H, int64_t H_kv) {
   hp.q_tma = 0;
   const int box_heads = hopper_q_box_heads(H, H_kv);
-  if (!k.q_tma || box_heads == 0) return;
-  // Packed [T, H, D] as [1, T, H, D]; the token axis then has no batch stride to check.
-  const int sd = packed ? 0 : 1;
-  const std::string gap =
-      packed ? tma_gap("q", q.data, {{q.shape[0], q.strides[0]}, {q.shape[1], q.strides[1]}})
-             : tma_gap("q", q.data, {{q.shape[0], q.strides[0]}, {q.shape[1], q.strides[1]}, {q.shape[2], q.strides[2]}});
-  if (!gap.empty()) return;
-  const int64_t rows = q.shape[sd], batch = packed ? 1 : q.shape[0];
-  if (rows <= 0 || batch <= 0) return;
-  encode_tma_rows(op, "q", hp.q_map, k.dtype, q.data, k.D, H, rows, batch, q.strides[sd + 1], q.strides[sd],
-                  packed ? q.strides[0] * rows : q.strides[0], 64 / box_heads, box_heads);
+  // No map for an empty q (nothing to load; its base may be null).
+  if (!k.q_tma || box_heads == 0 || q.numel() == 0 || !hopper_rows_gap("q", q, packed).empty()) return;
+  encode_hopper_rows(op, "q", hp.q_map, k, q, packed, 64 / box_heads, box_heads);
   hp.q_tma = 1;
 }
 

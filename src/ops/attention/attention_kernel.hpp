@@ -97,12 +97,12 @@ std::string hopper_kv_gap(const TensorRef& k, const TensorRef& v, bool packed);
 // Encodes the K and V tensor maps of `hp` (4-d: D, KV head, key row, batch) with BN-row boxes.
 void encode_hopper_kv_maps(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                            const TensorRef& key, const TensorRef& value, bool packed);
-// Encodes hp.q_map and sets hp.q_tma where the Q_TMA kernel (k.q_tma) can load Q by TMA: a group size
-// g = H / H_kv that divides 64 or is a multiple of it (a warpgroup's 64 packed rows are then one box) and
-// q a TMA source (tma_gap). Elsewhere q_tma stays 0 and the consumers copy Q. q: dense [B, S, H, D] or
-// packed [T, H, D].
-// The heads of one such box (min(g, 64)), or 0 where g neither divides 64 nor is a multiple of it.
+// The heads of a box of one warpgroup's 64 packed Q rows (min(g, 64) for g = H / H_kv), or 0 where g
+// neither divides 64 nor is a multiple of it.
 int hopper_q_box_heads(int64_t H, int64_t H_kv);
+// Encodes hp.q_map and sets hp.q_tma where the Q_TMA kernel (k.q_tma) can load Q by TMA: such a box
+// exists (hopper_q_box_heads) and q is a TMA source (tma_gap). Elsewhere q_tma stays 0 and the consumers
+// copy Q. q: dense [B, S, H, D] or packed [T, H, D].
 void encode_hopper_q_map(const char* op, kernels::GqaFwdHopperParams& hp, const HopperAttentionChoice& k,
                          const TensorRef& q, bool packed, int64_t H, int64_t H_kv);
 // Launches on `stream`: grid as launch_attention (x = query tiles of k.block_m() rows, y = KV heads, z =
