@@ -15,8 +15,9 @@ ATTNJIT_ATTN_BWD_HD constexpr int gqa_bwd_compute_dim(int D) { return D == 96 ? 
 ATTNJIT_ATTN_BWD_HD constexpr int gqa_bwd_smem_bytes(int D) {
   return attn_bwd_smem_bytes(gqa_bwd_compute_dim(D), gqa_bwd_block_n(D), gqa_bwd_block_m());
 }
-// Hopper main kernel: 128 keys per CTA (two consumer warpgroups), D 64 and 128.
-ATTNJIT_ATTN_BWD_HD constexpr int gqa_bwd_hopper_block_n() { return 128; }
-ATTNJIT_ATTN_BWD_HD constexpr bool gqa_bwd_hopper_head_dim(int D) { return D == 64 || D == 128; }
+// Hopper main kernel: two consumer warpgroups over 128 keys per CTA at D 64 and 128 (64 keys each), over 64
+// keys at D 256 (128 columns each: hopper/attention_bwd.cuh, attn_bwd_hopper_split_body).
+ATTNJIT_ATTN_BWD_HD constexpr int gqa_bwd_hopper_block_n(int D) { return D == 256 ? 64 : 128; }
+ATTNJIT_ATTN_BWD_HD constexpr bool gqa_bwd_hopper_head_dim(int D) { return D == 64 || D == 128 || D == 256; }
 
 }  // namespace attnjit::kernels

@@ -47,6 +47,80 @@ __device__ __forceinline__ void attn_bwd_pass_turn_after_bulk(int* sem) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
 
+// The mbarriers of either body (thread 0, before the CTA's first barrier), from bar0 on: K/V full; per ring
+// stage full (every producer lane, each after its lse2 / delta store; lane 0 with the bytes) and empty (every
+// consumer thread, after its last read of the stage); per dQ staging tile full (every consumer thread) and
+// empty (the dQ writer).
+template <int D, int BS>
+__device__ __forceinline__ void attn_bwd_hopper_init_barriers(unsigned bar0) {
+  constexpr AttnBwdHopperLayout L{D, BS};
+  constexpr int S = L.stages(), NWG = L.consumer_warpgroups(), kQ = L.dq_tiles();
+  mbar_init(bar0, 1);
+  for (int s = 0; s < S; ++s) {
+    mbar_init(bar0 + 8u + 8u * s, 32);
+    mbar_init(bar0 + 8u * (1 + S) + 8u * s, 128 * NWG);
+  }
+  if constexpr (L.dq_tma()) {
+    for (int q = 0; q < kQ; ++q) {
+      mbar_init(bar0 + 8u * (1 + 2 * S) + 8u * q, 128 * NWG);
+      mbar_init(bar0 + 8u * (1 + 2 * S + kQ) + 8u * q, 1);
+    }
+  }
+  mbar_init_fence();
+}
+
+// The producer warp of either hopper body (lane 0 issues the TMA loads; all 32 lanes copy the slot's lse2 and
+// delta, one 16-byte chunk each, with plain loads and stores and then arrive on the stage's full barrier, so
+// that each store is released by its own thread: racecheck follows that, not a __syncwarp before another
+// lane's arrival). K and V of the key block once (kv_full), then per slot of the schedule its Q and dO into
+// ring stage g % S once the consumers released it.
+template <int D, int BS, typename Sched>
+__device__ __forceinline__ void attn_bwd_hopper_produce(const AttnBwdHopperParams& hp, const Sched& sched, unsigned char* sK,
+                                                        unsigned char* sV, unsigned char* sRing, unsigned bar0, int lane) {
+  constexpr AttnBwdHopperLayout L{D, BS};
+  constexpr int kDB = D / 64, S = L.stages();
+  constexpr int kKV = L.kv_bytes(), kRows = L.rows_bytes(), kStage = L.stage_bytes();
+  const AttnBwdParams& p = hp.p;
+  const unsigned kv_full = bar0;
+  auto full = [&](int s) { return bar0 + 8u + 8u * s; };
+  auto empty = [&](int s) { return bar0 + 8u * (1 + S) + 8u * s; };
+  const int r = sched.r, b = sched.b, key0 = sched.kb * BS;
+  const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
+  const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
+  const TmaMap* qmap = reinterpret_cast<const TmaMap*>(hp.q_map);
+  const TmaMap* domap = reinterpret_cast<const TmaMap*>(hp.do_map);
+  if (lane == 0) {
+    tma_prefetch_map(qmap);
+    tma_prefetch_map(domap);
+    mbar_arrive_expect_tx(kv_full, 2 * kKV);
+#pragma unroll
+    for (int c = 0; c < kDB; ++c) {
+      tma_load_4d(smem_addr(sK + c * BS * 128), kmap, c * 64, r, key0, b, kv_full);
+      tma_load_4d(smem_addr(sV + c * BS * 128), vmap, c * 64, r, key0, b, kv_full);
+    }
+  }
+  for (int g = 0; g < sched.n_slots; ++g) {
+    int h, m0;
+    sched.slot_at(g, h, m0);
+    const int s = g % S;
+    mbar_wait(empty(s), ((g / S) & 1) ^ 1);
+    unsigned char* st = sRing + s * kStage;
+    const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
+    const float4 x = *reinterpret_cast<const float4*>((lane < 16 ? p.lse2 : p.delta) + row0 + (lane % 16) * 4);
+    *reinterpret_cast<float4*>(st + 2 * kRows + (lane / 16) * 256 + (lane % 16) * 16) = x;
+    if (lane == 0) {
+      mbar_arrive_expect_tx(full(s), 2 * kRows);
+#pragma unroll
+      for (int c = 0; c < kDB; ++c) {
+        tma_load_4d(smem_addr(st + c * 64 * 128), qmap, c * 64, h, m0, b, full(s));
+        tma_load_4d(smem_addr(st + kRows + c * 64 * 128), domap, c * 64, h, m0, b, full(s));
+      }
+    } else {
+      mbar_arrive(full(s));
+    }
+  }
+}
+
 template <typename T, int D, int BS, typename Sched>
 __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& hp, const Sched& sched) {
   static_assert(sizeof(T) == 2, "attn_bwd_hopper: 16-bit operands");
@@ -85,64 +159,12 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
   auto slot_of = [&](int g, int& h, int& m0) { sched.slot_at(g, h, m0); };
   auto block_len = [&](int h) -> int { return sched.len(h); };
 
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < S; ++s) {
-      mbar_init(full(s), 32);  // every producer lane (each after its lse2 / delta store; lane 0 with the bytes)
-      mbar_init(empty(s), 128 * NWG);  // every consumer thread, after its last read of the stage
-    }
-    if constexpr (L.dq_tma()) {
-      for (int q = 0; q < kQ; ++q) {
-        mbar_init(dq_full(q), 128 * NWG);
-        mbar_init(dq_empty(q), 1);
-      }
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) attn_bwd_hopper_init_barriers<D, BS>(bar0);
   __syncthreads();
 
   if (warp >= 4 * NWG) {
     setmaxnreg_dec<24>();
-    // The producer warp: lane 0 issues the TMA loads; all 32 lanes copy the slot's lse2 and delta (one
-    // 16-byte chunk each) with plain loads and stores and then arrive on the stage's full barrier, so that
-    // each store is released by its own thread (racecheck follows that, not a __syncwarp before another
-    // lane's arrival).
-    if (warp == 4 * NWG && n_slots > 0) {
-      const TmaMap* kmap = reinterpret_cast<const TmaMap*>(hp.k_map);
-      const TmaMap* vmap = reinterpret_cast<const TmaMap*>(hp.v_map);
-      const TmaMap* qmap = reinterpret_cast<const TmaMap*>(hp.q_map);
-      const TmaMap* domap = reinterpret_cast<const TmaMap*>(hp.do_map);
-      if (lane == 0) {
-        tma_prefetch_map(qmap);
-        tma_prefetch_map(domap);
-        mbar_arrive_expect_tx(kv_full, 2 * kKV);
-#pragma unroll
-        for (int c = 0; c < kDB; ++c) {
-          tma_load_4d(smem_addr(sK + c * BS * 128), kmap, c * 64, r, key0, b, kv_full);
-          tma_load_4d(smem_addr(sV + c * BS * 128), vmap, c * 64, r, key0, b, kv_full);
-        }
-      }
-      for (int g = 0; g < n_slots; ++g) {
-        int h, m0;
-        slot_of(g, h, m0);
-        const int s = g % S;
-        mbar_wait(empty(s), ((g / S) & 1) ^ 1);
-        unsigned char* st = sRing + s * kStage;
-        const long long row0 = (static_cast<long long>(b) * p.h_q + h) * p.s_pad + m0;
-        const float4 x = *reinterpret_cast<const float4*>((lane < 16 ? p.lse2 : p.delta) + row0 + (lane % 16) * 4);
-        *reinterpret_cast<float4*>(st + 2 * kRows + (lane / 16) * 256 + (lane % 16) * 16) = x;
-        if (lane == 0) {
-          mbar_arrive_expect_tx(full(s), 2 * kRows);
-#pragma unroll
-          for (int c = 0; c < kDB; ++c) {
-            tma_load_4d(smem_addr(st + c * 64 * 128), qmap, c * 64, h, m0, b, full(s));
-            tma_load_4d(smem_addr(st + kRows + c * 64 * 128), domap, c * 64, h, m0, b, full(s));
-          }
-        } else {
-          mbar_arrive(full(s));
-        }
-      }
-    }
+    if (warp == 4 * NWG && n_slots > 0) attn_bwd_hopper_produce<D, BS>(hp, sched, sK, sV, sRing, bar0, lane);
     if constexpr (L.dq_tma()) {
       // The dQ writer (lane 0 of the next warp): per slot, once the consumers staged its dQ in tile g % kQ,
       // one TMA reduce-add per 32-column box (and partial) into dq_acc; the tile is free again once the adds
@@ -382,6 +404,192 @@ __device__ __forceinline__ void attn_bwd_hopper_body(const AttnBwdHopperParams& 
     T* dv_row = static_cast<T*>(p.dv) + b * p.dv_sb + r * p.dv_sh + static_cast<long long>(j) * p.dv_ss + 2 * t4;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<unsigned*>(dk_row + dt * 8) = Mma::pack(dk[dt * 4 + 2 * hf] * p.scale, dk[dt * 4 + 2 * hf + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dv_row + dt * 8) = Mma::pack(dv[dt * 4 + 2 * hf], dv[dt * 4 + 2 * hf + 1]);
+    }
+  }
+}
+
+// D = 256 (AttnBwdHopperLayout::split_d, dense schedules without deterministic dQ). dK and dV of 64 keys x 256
+// columns are 128 fp32 registers each per thread of one warpgroup, which do not fit, so the two consumer
+// warpgroups split D: warpgroup w owns columns [128 w, 128 w + 128) of dK, dV and the slot's dQ. The
+// products that sum over D are split by the slot's query rows instead, so no partial sums cross warpgroups:
+//   S^T_w = K Q_w^T, dP^T_w = V dO_w^T        (64 keys x query rows [32 w, 32 w + 32), all of D; SS, K-major)
+//   P^T_w, dS^T_w = P^T_w (dP^T_w - delta)     (registers) -> shared memory, where the two halves make the
+//                                              slot's [64 keys][64 rows] P^T and dS^T tiles
+//   a barrier over the two warpgroups
+//   dQ[:, w] = dS K[:, w]                      (SS: dS^T read M-major, K N-major), added to dq_acc (red.add)
+//   dV_w += P^T dO[:, w], dK_w += dS^T Q[:, w] (SS: P^T, dS^T K-major; dO, Q N-major)
+// P^T and dS^T are double-buffered: a warpgroup writes slot g's buffers only past the barrier of slot g - 1,
+// which the other warpgroup reaches after its last read of slot g - 2's (the same buffers). Registers per
+// consumer thread: dK 64 + dV 64 across slots, dQ 64 per slot; S^T 16 and dP^T 16 before the barrier.
+// Shared memory: K, V 2 x 32 KB, two ring stages of 65 KB, four 8 KB tiles: 227 KB, one CTA per SM.
+template <typename T, int D, typename Sched>
+__device__ __forceinline__ void attn_bwd_hopper_split_body(const AttnBwdHopperParams& hp, const Sched& sched) {
+  static_assert(sizeof(T) == 2, "attn_bwd_hopper_split: 16-bit operands");
+  static_assert(D == 256, "attn_bwd_hopper_split: D is 256");
+  static_assert(!Sched::kDeterministic, "attn_bwd_hopper_split: dQ is added with red.add (not deterministic)");
+  constexpr int BS = 64;
+  constexpr AttnBwdHopperLayout L{D, BS};
+  static_assert(L.split_d() && L.consumer_warpgroups() == 2 && L.ds_buffers() == 4 && !L.dq_tma(),
+                "attn_bwd_hopper_split: layout");
+  constexpr int S = L.stages(), kKV = L.kv_bytes(), kRows = L.rows_bytes(), kStage = L.stage_bytes(), kTile = L.ds_bytes();
+  using Mma = MmaOp<T>;
+  const AttnBwdParams& p = hp.p;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = align_smem_1024(smem_raw);
+  unsigned char* sK = base;
+  unsigned char* sV = base + kKV;
+  unsigned char* sRing = base + 2 * kKV;  // [S][Q 64 x D | dO 64 x D | lse2 64 | delta 64 | pad]
+  unsigned char* sPd = sRing + S * kStage;  // [2 slots][P^T | dS^T][64 keys][64 rows] 16-bit, swizzled
+  const unsigned bar0 = smem_addr(base + L.bar_offset());
+  auto full = [&](int s) { return bar0 + 8u + 8u * s; };
+  auto empty = [&](int s) { return bar0 + 8u * (1 + S) + 8u * s; };
+  const int key0 = sched.kb * BS;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) attn_bwd_hopper_init_barriers<D, BS>(bar0);
+  __syncthreads();
+
+  if (warp >= 8) {
+    setmaxnreg_dec<24>();
+    if (warp == 8 && sched.n_slots > 0) attn_bwd_hopper_produce<D, BS>(hp, sched, sK, sV, sRing, bar0, lane);
+    return;
+  }
+
+  setmaxnreg_inc<240>();
+  const int wg = warp / 4, wq = warp % 4, g8 = lane / 4, t4 = lane % 4;
+  const int krow = wq * 16 + g8;  // this thread's first key row in the block (the second is + 8)
+  const int qcol = wg * 32;       // this warpgroup's first query row of a slot in S^T, dP^T
+  const unsigned cw = wg * 2 * (64 * 128);  // byte offset of its 128 columns in K, V, Q, dO (two 64-column blocks)
+  float dk[64], dv[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
+
+  if (sched.n_slots > 0) {
+    const unsigned aK = smem_addr(sK), aV = smem_addr(sV);
+    float sc[16], dp[16];
+    // S^T or dP^T of this warpgroup's 32 query rows: A = K or V (64 keys, K-major), B = Q or dO rows
+    // [qcol, qcol + 32) (K-major; row qcol starts a 1024-byte swizzle atom), 16 k-steps over D.
+    auto issue_kt = [&](float(&acc)[16], unsigned a_kv, unsigned a_rows) {
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const unsigned off = (ks / 4) * (64 * 128) + (ks % 4) * 32;
+        Wgmma<T, 32>::template ss<0>(acc, wgmma_desc_at(a_kv + off, 16, 1024),
+                                     wgmma_desc_at(a_rows + qcol * 128 + off, 16, 1024), ks > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+    };
+    mbar_wait(bar0, 0);  // K and V
+    for (int g = 0; g < sched.n_slots; ++g) {
+      int h, m0;
+      sched.slot_at(g, h, m0);
+      const int len = sched.len(h);
+      const int s = g % S;
+      unsigned char* st = sRing + s * kStage;
+      const unsigned aQ = smem_addr(st), adO = aQ + kRows;
+      const float* lse2 = reinterpret_cast<const float*>(st + 2 * kRows) + qcol;
+      const float* delta = reinterpret_cast<const float*>(st + 2 * kRows + 256) + qcol;
+      // Causal: key key0 + k is hidden from query row m0 + c when k - c > m0 - key0 (slots crossing the
+      // diagonal only). Windows: key k visible from row c when -left reach <= k - c - diag <= right reach.
+      const int diag = m0 - key0;
+      const bool causal_edge = Sched::kCausal && BS - 1 > diag;
+      const int right = sched.right_reach(), left = sched.left_reach();
+      unsigned char* pt = sPd + (g & 1) * 2 * kTile;  // P^T of the slot, then dS^T
+      unsigned char* dst = pt + kTile;
+      mbar_wait(full(s), (g / S) & 1);
+      issue_kt(sc, aK, aQ);
+      issue_kt(dp, aV, adO);
+
+      // P^T while dP^T runs: element e of column step nt is key krow + (e >> 1) * 8, slot row qcol + nt * 8 +
+      // 2 t4 + (e & 1); stored as 16-bit pairs into the row's swizzled 16-byte chunk (qcol + nt * 8) / 8.
+      wgmma_wait<1>();
+      fence_regs(sc);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse2 + nt * 8 + 2 * t4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float pv = fast_exp2(fmaf(sc[nt * 4 + e], p.scale_log2, -((e & 1) ? l2.y : l2.x)));
+          const int kr = krow + (e >> 1) * 8, c = qcol + nt * 8 + 2 * t4 + (e & 1);
+          if (kr >= len) pv = 0.f;
+          if constexpr (Sched::kWindow) {
+            const int dist = kr - c - diag;
+            if (dist > right || -dist > left) pv = 0.f;
+          } else if constexpr (Sched::kCausal) {
+            if (causal_edge && kr - c > diag) pv = 0.f;
+          }
+          sc[nt * 4 + e] = pv;
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<unsigned*>(pt + swizzle128(krow + hf * 8, qcol / 8 + nt) + t4 * 4) =
+              Mma::pack(sc[nt * 4 + 2 * hf], sc[nt * 4 + 2 * hf + 1]);
+      }
+      wgmma_wait<0>();
+      fence_regs(dp);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const float2 dl = *reinterpret_cast<const float2*>(delta + nt * 8 + 2 * t4);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<unsigned*>(dst + swizzle128(krow + hf * 8, qcol / 8 + nt) + t4 * 4) =
+              Mma::pack(sc[nt * 4 + 2 * hf] * (dp[nt * 4 + 2 * hf] - dl.x),
+                        sc[nt * 4 + 2 * hf + 1] * (dp[nt * 4 + 2 * hf + 1] - dl.y));
+      }
+      // Both halves of P^T and dS^T are in shared memory (and visible to the tensor cores) past this barrier.
+      fence_proxy_async();
+      named_barrier(1, 256);
+
+      // dQ[64 rows, this warpgroup's columns] = dS K: dS^T read M-major (16 keys a step, 2048 bytes), K N-major
+      // (its two 64-column blocks BS x 128 bytes apart); issued first so that its adds overlap dV and dK.
+      const unsigned aP = smem_addr(pt), aDs = smem_addr(dst);
+      float dq[64];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BS / 16; ++kk)
+        Wgmma<T, 128>::template ss<1, 1>(dq, wgmma_desc_at(aDs + kk * 2048, BS * 128, 1024),
+                                         wgmma_desc_at(aK + cw + kk * 2048, BS * 128, 1024), kk > 0 ? 1 : 0);
+      wgmma_commit();
+      // dV += P^T dO, dK += dS^T Q over the slot's 64 rows (16 a step: 32 bytes along a P^T row, 2048 down
+      // dO and Q), this warpgroup's 128 columns (two 64-column blocks 64 x 128 bytes apart).
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        Wgmma<T, 128>::template ss<1>(dv, wgmma_desc_at(aP + kk * 32, 16, 1024),
+                                      wgmma_desc_at(adO + cw + kk * 2048, 64 * 128, 1024), 1);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        Wgmma<T, 128>::template ss<1>(dk, wgmma_desc_at(aDs + kk * 32, 16, 1024),
+                                      wgmma_desc_at(aQ + cw + kk * 2048, 64 * 128, 1024), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_regs(dq);
+      float* acc = p.dq_acc + ((static_cast<long long>(sched.b) * p.h_q + h) * p.s_pad + m0 + wq * 16 + g8) * D +
+                   wg * 128 + 2 * t4;
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt) {
+        red_add_f32x2(acc + nt * 8, dq[nt * 4], dq[nt * 4 + 1]);
+        red_add_f32x2(acc + 8 * D + nt * 8, dq[nt * 4 + 2], dq[nt * 4 + 3]);
+      }
+      wgmma_wait<0>();
+      fence_regs(dv);
+      fence_regs(dk);
+      mbar_arrive(empty(s));  // this thread's reads of the stage (Q, dO, lse2, delta) are done
+    }
+  }
+
+  // dK = scale * sum dS^T q, dV = sum P^T do for this thread's key rows < S_kv and columns (zeros when unreached).
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int j = key0 + krow + hf * 8;
+    if (j >= p.s_kv) continue;
+    T* dk_row = static_cast<T*>(p.dk) + sched.b * p.dk_sb + sched.r * p.dk_sh + static_cast<long long>(j) * p.dk_ss +
+                wg * 128 + 2 * t4;
+    T* dv_row = static_cast<T*>(p.dv) + sched.b * p.dv_sb + sched.r * p.dv_sh + static_cast<long long>(j) * p.dv_ss +
+                wg * 128 + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < 16; ++dt) {
       *reinterpret_cast<unsigned*>(dk_row + dt * 8) = Mma::pack(dk[dt * 4 + 2 * hf] * p.scale, dk[dt * 4 + 2 * hf + 1] * p.scale);
       *reinterpret_cast<unsigned*>(dv_row + dt * 8) = Mma::pack(dv[dt * 4 + 2 * hf], dv[dt * 4 + 2 * hf + 1]);
     }

@@ -25,10 +25,14 @@ struct alignas(64) AttnBwdHopperParams {
 // split the keys, D = 64),
 // and alignment slack. The mbarriers (K/V, full and empty per stage, dQ full and empty per staging tile) live in
 // the unused tail of stage 0 (after lse2 and delta), which keeps D = 128 at exactly the 227 KB a CTA may have.
+// D = 256 splits D instead of the keys (split_d(): attn_bwd_hopper_split_body): two consumer warpgroups over one
+// block of 64 keys, and P^T beside dS^T in shared memory, both double-buffered (four [64 keys][64 rows] buffers):
+// 227 KB as well.
 struct AttnBwdHopperLayout {
   int D, BS;
-  ATTNJIT_ATTN_BWD_HD constexpr int consumer_warpgroups() const { return BS / 64; }
-  ATTNJIT_ATTN_BWD_HD constexpr int threads() const { return (BS / 64 + 1) * 128; }
+  ATTNJIT_ATTN_BWD_HD constexpr bool split_d() const { return D == 256; }
+  ATTNJIT_ATTN_BWD_HD constexpr int consumer_warpgroups() const { return split_d() ? 2 : BS / 64; }
+  ATTNJIT_ATTN_BWD_HD constexpr int threads() const { return (consumer_warpgroups() + 1) * 128; }
   ATTNJIT_ATTN_BWD_HD constexpr int kv_bytes() const { return BS * D * 2; }
   ATTNJIT_ATTN_BWD_HD constexpr int rows_bytes() const { return 64 * D * 2; }
   ATTNJIT_ATTN_BWD_HD constexpr int stages() const { return 2; }
@@ -38,7 +42,7 @@ struct AttnBwdHopperLayout {
   ATTNJIT_ATTN_BWD_HD constexpr int dq_tiles() const { return dq_tma() ? (D == 64 ? 3 : 2) : 0; }
   ATTNJIT_ATTN_BWD_HD constexpr int stage_bytes() const { return 2 * rows_bytes() + 1024; }  // + lse2, delta, padding
   ATTNJIT_ATTN_BWD_HD constexpr int ds_bytes() const { return BS * 128; }
-  ATTNJIT_ATTN_BWD_HD constexpr int ds_buffers() const { return BS == 128 ? 2 : 1; }
+  ATTNJIT_ATTN_BWD_HD constexpr int ds_buffers() const { return split_d() ? 4 : BS == 128 ? 2 : 1; }
   // Stage 0's tail past lse2 and delta (512 bytes): room for 64 barriers.
   ATTNJIT_ATTN_BWD_HD constexpr int bar_offset() const { return 2 * kv_bytes() + 2 * rows_bytes() + 512; }
   ATTNJIT_ATTN_BWD_HD constexpr int smem_bytes() const {

@@ -27,6 +27,12 @@ Writes:
                                       left windows 0 to 300 keys, with causal or, without it, with right
                                       windows), drawn from their own generator.
   tests/cases/gpu/gqa_bwd_small.json  ~28 small cases (every code path, windows included) for compute-sanitizer.
+  tests/cases/gpu/gqa_bwd_hopper_d256_grid.json, gqa_bwd_hopper_d256_small.json
+                                      the hopper backend at D 256 (the kernel splitting D over its consumer
+                                      warpgroups; not deterministic), 64 and 12 cases of the same kinds, windows
+                                      included. That kernel serves only with ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1
+                                      in the environment (compiled, not yet validated on a GPU); without it
+                                      every case of these files fails naming the switch.
 
 Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]
 """
@@ -273,10 +279,42 @@ def build_set(prefix, count, seed, small, window_count=0):
     return out
 
 
+def build_d256_set(prefix, count, seed, small):
+    """The hopper D 256 kernel: corners (S = 1, ragged S across 64-key blocks, causal and not, MQA / GQA / MHA,
+    windows), then random draws of the grid's kinds pinned to backend hopper, D 256, not deterministic."""
+    rng = random.Random(seed)
+    common = dict(backend="hopper", D=256, det=False, scale=None, padded=False)
+    corners = [dict(dtype="bf16", causal=True, H=4, H_kv=1, S=1, B=1, **common),
+               dict(dtype="fp16", causal=True, H=8, H_kv=2, S=77 if small else 333, B=2, **common),
+               dict(dtype="bf16", causal=False, H=2, H_kv=2, S=130 if small else 1000, B=1, **common),
+               dict(dtype="fp16", causal=False, H=4, H_kv=4, S=64, B=1, **common),
+               dict(dtype="bf16", causal=True, H=2, H_kv=1, S=65 if small else 129, B=3, **common),
+               dict(dtype="bf16", causal=True, H=2, H_kv=2, S=100 if small else 700, B=1, wl=40, wr=-1, **common),
+               dict(dtype="fp16", causal=False, H=4, H_kv=2, S=90 if small else 500, B=1, wl=3, wr=9, **common)]
+    out = []
+    for i, d in enumerate(corners):
+        out.append(build_case(case_name(prefix, i, d), seed + i, rng=rng, **d))
+    i = len(out)
+    while len(out) < count:
+        d = draw(rng, small)
+        d.update(backend="hopper", D=256, det=False)
+        if rng.random() < 0.25:
+            draw_window(rng, d, small)
+        if cost(d) > (2e7 if small else MAX_CASE_COST):
+            continue
+        out.append(build_case(case_name(prefix, i, d), seed + i, rng=rng, **d))
+        i += 1
+    return out
+
+
 def main():
     args = case_args(__doc__, count=216).parse_args()
     write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_grid.json"), build_set("gqa-bwd-grid", args.count, 90000, False, 48))
     write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_small.json"), build_set("gqa-bwd-small", 22, 91000, True, 6))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_hopper_d256_grid.json"),
+                build_d256_set("gqa-bwd-hopper-d256-grid", 64, 92000, False))
+    write_cases(os.path.join(args.out_dir, "gpu", "gqa_bwd_hopper_d256_small.json"),
+                build_d256_set("gqa-bwd-hopper-d256-small", 12, 93000, True))
     cases = build_errors()
     write_cases(os.path.join(args.out_dir, "gqa_bwd_errors.json"), cases)
     return 0

@@ -140,6 +140,14 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
     REQUIRE(specs.size() == 3);  // prep, main, dq
     return specs[1].name;
   };
+  auto hopper_error = [&](attnjit::Runtime& r, const nlohmann::json& cfg, const TensorArgs& t) -> std::string {
+    try {
+      r.impl().op("gqa_bwd", cfg)->kernels_for(t, "sm_90a");
+    } catch (const attnjit::Unsupported& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
   for (int64_t D : {64, 96, 128, 256}) {
     Call c(1, 70, 8, 2, D);
     const TensorArgs dev = c.device_args();
@@ -150,15 +158,32 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
     CHECK(main_of({{"backend", "portable"}, {"is_causal", false}, {"deterministic", true}}, dev, "sm_90a") ==
           fmt::format("gqa_bwd.portable.fp16.d{}.det", D));
     CHECK(main_of(nlohmann::json::object(), dev, "sm_80") == fmt::format("gqa_bwd.portable.fp16.d{}.causal", D));
-    if (!hopper_d) {
-      try {
-        rt.impl().op("gqa_bwd", {{"backend", "hopper"}})->kernels_for(dev, "sm_90a");
-        FAIL("hopper accepted D " << D);
-      } catch (const attnjit::Unsupported& e) {
-        CHECK(std::string(e.what()) ==
-              fmt::format("gqa_bwd: unsupported: backend 'hopper': its kernel serves head dims 64 and 128, got D = {}", D));
-      }
-    }
+    if (D == 96)
+      CHECK(hopper_error(rt, {{"backend", "hopper"}}, dev) ==
+            "gqa_bwd: unsupported: backend 'hopper': its kernel serves head dims 64, 128 and 256, got D = 96");
+  }
+  // D 256's hopper kernel (D split over the consumer warpgroups) serves only where its switch is on, and
+  // never deterministic.
+  {
+    Call c(1, 70, 8, 2, 256);
+    const TensorArgs dev = c.device_args();
+    CHECK(hopper_error(rt, {{"backend", "hopper"}}, dev) ==
+          "gqa_bwd: unsupported: backend 'hopper': its D = 256 kernel is compiled but not yet validated on a GPU; "
+          "ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1 (tune.gqa_bwd_hopper_d256) switches it on");
+    attnjit::RuntimeOptions on = test::options_in(dir);
+    on.tune = R"({"gqa_bwd_hopper_d256": true})";
+    attnjit::Runtime rt_on(on);
+    CHECK(rt_on.impl().op("gqa_bwd", nlohmann::json::object())->kernels_for(dev, "sm_90a")[1].name ==
+          "gqa_bwd.hopper.fp16.d256.causal");
+    CHECK(rt_on.impl().op("gqa_bwd", {{"backend", "hopper"}, {"is_causal", false}})->kernels_for(dev, "sm_90a")[1].name ==
+          "gqa_bwd.hopper.fp16.d256");
+    CHECK(rt_on.impl().op("gqa_bwd", {{"deterministic", true}})->kernels_for(dev, "sm_90a")[1].name ==
+          "gqa_bwd.portable.fp16.d256.causal.det");
+    CHECK(hopper_error(rt_on, {{"backend", "hopper"}, {"deterministic", true}}, dev) ==
+          "gqa_bwd: unsupported: backend 'hopper': its D = 256 kernel adds dQ with atomics; deterministic: true at "
+          "D = 256 is portable only");
+    CHECK(rt_on.impl().op("gqa_bwd", nlohmann::json::object())->kernels_for(dev, "sm_80")[1].name ==
+          "gqa_bwd.portable.fp16.d256.causal");
   }
   Call c(2, 70, 8, 2, 128);
   const TensorArgs dev = c.device_args();
@@ -192,10 +217,13 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
 
 // Every code path of the kernels compiles for sm_90a without spilling: the causal diagonal, the
 // deterministic turns, D 96's padded compute dim, D 256's 64-key tile with 16-query warp tiles, and the
-// hopper kernel's causal and deterministic paths. Registers and spills come from ptxas -v.
+// hopper kernel's causal and deterministic paths, D 256's split-D hopper kernel included (its switch on).
+// Registers and spills come from ptxas -v.
 TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without spills") {
   test::TempDir dir("gqabwdnvrtc");
-  attnjit::Runtime rt(test::options_in(dir));
+  attnjit::RuntimeOptions opts = test::options_in(dir);
+  opts.tune = R"({"gqa_bwd_hopper_d256": true})";
+  attnjit::Runtime rt(opts);
   struct Path {
     const char* backend;
     int64_t D;
@@ -208,7 +236,9 @@ TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without sp
                         {"hopper", 128, true, true},    {"hopper", 64, false, true},   {"hopper", 128, false, false},
                         {"portable", 128, true, false, 100}, {"portable", 256, false, true, 100},
                         {"hopper", 128, true, false, 100},   {"hopper", 64, false, true, 100},
-                        {"hopper", 128, true, true, 100},    {"hopper", 128, false, true, 100}};
+                        {"hopper", 128, true, true, 100},    {"hopper", 128, false, true, 100},
+                        {"hopper", 256, true, false},        {"hopper", 256, false, false},
+                        {"hopper", 256, true, false, 100}};
   std::vector<attnjit::jit::KernelSpec> specs;
   std::set<std::string> seen;
   for (const Path& path : paths) {
@@ -221,7 +251,7 @@ TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without sp
                        ->kernels_for(c.device_args(), "sm_90a"))
       if (seen.insert(s.describe()).second) specs.push_back(std::move(s));
   }
-  CHECK(specs.size() == 18 + 8);  // 18 main kernels, prep and dq for 4 head dims
+  CHECK(specs.size() == 21 + 8);  // 21 main kernels, prep and dq for 4 head dims
   attnjit::jit::NvrtcCompiler compiler;
   for (const auto& s : specs) {
     const auto r = compiler.compile(s);

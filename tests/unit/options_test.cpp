@@ -180,6 +180,15 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK(attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", true}}).gqa_fwd_q_tma);
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", "yes"}}), attnjit::InvalidArgument);
   }
+  SUBCASE("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256") {
+    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);  // off by default (compiled, not yet run on a GPU)
+    env.set("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", "1");
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);
+    CHECK(!attnjit::ops::Tuning::read({{"gqa_bwd_hopper_d256", false}}).gqa_bwd_hopper_d256);
+    env.set("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", "0");
+    CHECK(attnjit::ops::Tuning::read({{"gqa_bwd_hopper_d256", true}}).gqa_bwd_hopper_d256);
+    CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_bwd_hopper_d256", 1}}), attnjit::InvalidArgument);
+  }
   SUBCASE("an empty value counts as unset") {
     env.set("ATTNJIT_CACHE_DIR", "");
     env.set("ATTNJIT_NO_JIT", "");
@@ -204,6 +213,7 @@ TEST_CASE("options: bad environment values throw InvalidArgument naming the vari
   SUBCASE("gqa_bwd band: not a count") { var = "ATTNJIT_TUNE_GQA_BWD_BAND", value = "two"; }
   SUBCASE("gqa_fwd persistent: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_PERSISTENT", value = "sometimes"; }
   SUBCASE("gqa_fwd Q by TMA: not a boolean") { var = "ATTNJIT_TUNE_GQA_FWD_Q_TMA", value = "maybe"; }
+  SUBCASE("gqa_bwd hopper D 256: not a boolean") { var = "ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", value = "enabled"; }
   CAPTURE(var);
   CAPTURE(value);
   env.set(var, value);

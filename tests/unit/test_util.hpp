@@ -104,6 +104,7 @@ inline const std::vector<std::string>& attnjit_env_names() {
       "ATTNJIT_TUNE_GQA_BWD_BAND",
       "ATTNJIT_TUNE_GQA_FWD_PERSISTENT",
       "ATTNJIT_TUNE_GQA_FWD_Q_TMA",
+      "ATTNJIT_TUNE_GQA_BWD_HOPPER_D256",
       "XDG_CACHE_HOME",
       "HOME"};
   return names;

@@ -28,6 +28,8 @@ Tuning Tuning::from_env() {
   if (auto v = env::get("ATTNJIT_TUNE_GQA_FWD_PERSISTENT"))
     t.gqa_fwd_persistent = env::parse_bool("ATTNJIT_TUNE_GQA_FWD_PERSISTENT", v);
   if (auto v = env::get("ATTNJIT_TUNE_GQA_FWD_Q_TMA")) t.gqa_fwd_q_tma = env::parse_bool("ATTNJIT_TUNE_GQA_FWD_Q_TMA", v);
+  if (auto v = env::get("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256"))
+    t.gqa_bwd_hopper_d256 = env::parse_bool("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", v);
   return t;
 }
 
@@ -57,10 +59,11 @@ Tuning Tuning::apply(const nlohmann::json& tune, Tuning t) {
       else if (k == "gqa_bwd_band") t.gqa_bwd_band = count_in(v, 65535);
       else if (k == "gqa_fwd_persistent") t.gqa_fwd_persistent = v.get<bool>();
       else if (k == "gqa_fwd_q_tma") t.gqa_fwd_q_tma = v.get<bool>();
+      else if (k == "gqa_bwd_hopper_d256") t.gqa_bwd_hopper_d256 = v.get<bool>();
       else
         throw InvalidArgument(fmt::format("options: param: tune.{}: expected one of gqa_tile, decode_tile, "
                                           "decode_splits, li_force_slab, latent_tile, nsa_selected_tile, nsa_topk_tile, gqa_bwd_band, "
-                                          "gqa_fwd_persistent, gqa_fwd_q_tma, got an unknown key", k));
+                                          "gqa_fwd_persistent, gqa_fwd_q_tma, gqa_bwd_hopper_d256, got an unknown key", k));
     } catch (const nlohmann::json::exception&) {
       throw InvalidArgument(fmt::format("options: param: tune.{}: wrong type, got {}", k, v.dump()));
     }

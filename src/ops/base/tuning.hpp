@@ -42,6 +42,11 @@ struct Tuning {
   // Q as the default kernel's do) and whose k-steps make wgmma descriptors by one add. Off by default:
   // compiled, not yet run on a GPU.
   bool gqa_fwd_q_tma = false;
+  // ATTNJIT_TUNE_GQA_BWD_HOPPER_D256 / "gqa_bwd_hopper_d256": gqa_bwd's hopper backend serves D 256 (its kernel
+  // splitting D over the two consumer warpgroups; not deterministic), for `auto` and `hopper` alike. Off by
+  // default: compiled, not yet run on a GPU (D 256 then runs on the portable kernel, and `backend: hopper`
+  // fails naming this switch).
+  bool gqa_bwd_hopper_d256 = false;
 
   // The environment's values, then `tune`'s keys over them (null or an object). Throws InvalidArgument
   // naming the variable or key for a malformed value or an unknown key.

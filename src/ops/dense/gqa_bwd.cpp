@@ -222,17 +222,24 @@ std::string tma_sources_gap(const GqaBwdCall& c) {
 }
 
 // Why the hopper main kernel cannot serve a call's static properties ("" when it can).
-std::string hopper_static_gap(const GqaBwdCall& c, const std::string& arch) {
+// The D 256 kernel (D split over the consumer warpgroups) adds dQ with atomics, so it has no deterministic
+// form, and it is compiled but not yet validated on a GPU: it serves only where tune.gqa_bwd_hopper_d256
+// switches it on.
+std::string hopper_static_gap(const GqaBwdCall& c, const std::string& arch, bool det, const Tuning& tuning) {
   if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   if (!kernels::gqa_bwd_hopper_head_dim(static_cast<int>(c.D)))
-    return fmt::format("its kernel serves head dims 64 and 128, got D = {}", c.D);
+    return fmt::format("its kernel serves head dims 64, 128 and 256, got D = {}", c.D);
+  if (c.D == 256 && !tuning.gqa_bwd_hopper_d256)
+    return "its D = 256 kernel is compiled but not yet validated on a GPU; ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1 "
+           "(tune.gqa_bwd_hopper_d256) switches it on";
+  if (c.D == 256 && det) return "its D = 256 kernel adds dQ with atomics; deterministic: true at D = 256 is portable only";
   return "";
 }
 
 // backend 'hopper' takes the hopper main kernel or fails naming why; 'auto' takes it wherever it serves
 // the call (TMA-able q, do, k, v included), the portable kernel elsewhere.
-bool use_hopper(detail::Backend backend, const GqaBwdCall& c, const std::string& arch) {
-  const bool hopper = pick_hopper(kOp, backend, [&] { return hopper_static_gap(c, arch); },
+bool use_hopper(detail::Backend backend, const GqaBwdCall& c, const std::string& arch, bool det, const Tuning& tuning) {
+  const bool hopper = pick_hopper(kOp, backend, [&] { return hopper_static_gap(c, arch, det, tuning); },
                                   [&] { return tma_sources_gap(c).empty(); });
   if (hopper && backend == detail::Backend::kHopper)
     if (const std::string gap = tma_sources_gap(c); !gap.empty()) throw_hopper_gap(kOp, gap);
@@ -333,7 +340,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
     if (hopper_) {
       kernels::AttnBwdHopperParams hp{};
       hp.p = p;
-      const int bn = kernels::gqa_bwd_hopper_block_n();
+      const int bn = kernels::gqa_bwd_hopper_block_n(static_cast<int>(D_));
       for (auto [map, name, t, heads, box] :
            {std::tuple{&hp.q_map, "q", c.q, c.H, 64}, std::tuple{&hp.do_map, "do", c.dout, c.H, 64},
             std::tuple{&hp.k_map, "k", c.k, c.H_kv, bn}, std::tuple{&hp.v_map, "v", c.v, c.H_kv, bn}}) {
@@ -375,7 +382,7 @@ class GqaBwdPlan final : public detail::PlanImpl {
     p.s_q = static_cast<int>(c.S);
     p.s_kv = static_cast<int>(c.S);
     p.n_q = static_cast<int>(w.n_q);
-    const int bn = hopper_ ? kernels::gqa_bwd_hopper_block_n() : kernels::gqa_bwd_block_n(static_cast<int>(D_));
+    const int bn = hopper_ ? kernels::gqa_bwd_hopper_block_n(static_cast<int>(D_)) : kernels::gqa_bwd_block_n(static_cast<int>(D_));
     p.n_kv = static_cast<int>((c.S + bn - 1) / bn);
     p.s_pad = static_cast<int>(w.s_pad);
     p.scale = static_cast<float>(c.scale);
@@ -408,7 +415,7 @@ class GqaBwdOp final : public detail::OpInstance {
 
   std::vector<jit::KernelSpec> kernels_for(const TensorArgs& tensors, const std::string& arch) const override {
     const GqaBwdCall c = validate_gqa_bwd_call(cfg_, tensors, Placement::kDevice);
-    const bool hopper = use_hopper(backend_, c, arch);
+    const bool hopper = use_hopper(backend_, c, arch, cfg_.deterministic, ctx_.tuning());
     if (!hopper) require_portable_arch(kOp, arch);
     const BwdKernels k = kernel_specs(c.dtype, c.D, cfg_.is_causal, cfg_.deterministic, arch, hopper, cfg_.windowed());
     return {k.prep, k.main, k.dq};
@@ -425,7 +432,7 @@ class GqaBwdOp final : public detail::OpInstance {
       });
     // use_hopper: the hopper kernel where it serves the call (TMA-able tensors).
     BackendPick pick(ctx_, backend_, c.device.index,
-                     [&](const std::string& arch) { return use_hopper(backend_, c, arch); });
+                     [&](const std::string& arch) { return use_hopper(backend_, c, arch, cfg_.deterministic, ctx_.tuning()); });
     std::string sig = fmt::format("{}.{}.{}.{}", static_cast<int>(c.dtype), c.D, c.device.index, pick.auto_hopper());
     return cached(std::move(sig), tensors, [&] {
       const std::string& arch = pick.arch();
@@ -439,7 +446,7 @@ class GqaBwdOp final : public detail::OpInstance {
       k.main = ctx_.kernels().loaded(specs.main, dev);
       k.dq = ctx_.kernels().loaded(specs.dq, dev);
       const int smem =
-          hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n()}.smem_bytes()
+          hopper ? kernels::AttnBwdHopperLayout{static_cast<int>(c.D), kernels::gqa_bwd_hopper_block_n(static_cast<int>(c.D))}.smem_bytes()
                  : kernels::gqa_bwd_smem_bytes(static_cast<int>(c.D));
       require_dynamic_smem(kOp, *k.main, specs.main, smem);
       return std::make_shared<GqaBwdPlan>(cfg_, c.dtype, c.D, c.device, std::move(k), hopper, ctx_.sm_count(dev),
