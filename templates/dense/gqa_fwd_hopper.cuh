@@ -8,7 +8,7 @@
 // which one thread issues the TMA loads of
 // K and V tiles (BN keys, 64-column boxes, 128-byte swizzle) into a two-stage ring guarded by "full"
 // (transaction-count) and "empty" (one arrival per consumer warp) mbarriers. Q is loaded once by its
-// warpgroup with cp.async into the same swizzled layout. Q_TMA (opt-in, tune.gqa_fwd_q_tma): the producer
+// warpgroup with cp.async into the same swizzled layout. Q_TMA (the default, tune.gqa_fwd_q_tma): the producer
 // thread loads Q with TMA before the first K tile where a warpgroup's 64 packed rows are one box (hp.q_tma:
 // g divides 64 or is a multiple of it, q a TMA source; else the consumers copy it as above), and the
 // mainloop makes each k-step's wgmma descriptors by one add (hopper_issue_qk's DESC_ADD).

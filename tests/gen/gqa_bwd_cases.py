@@ -30,8 +30,7 @@ Writes:
   tests/cases/gpu/gqa_bwd_hopper_d256_grid.json, gqa_bwd_hopper_d256_small.json
                                       the hopper backend at D 256 (the kernel splitting D over its consumer
                                       warpgroups; not deterministic), 64 and 12 cases of the same kinds, windows
-                                      included. That kernel serves only with ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1
-                                      in the environment (compiled, not yet validated on a GPU); without it
+                                      included. With ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=0 in the environment
                                       every case of these files fails naming the switch.
 
 Usage: python3 tests/gen/gqa_bwd_cases.py [--out-dir tests/cases] [--count N]

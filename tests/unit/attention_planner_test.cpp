@@ -95,7 +95,7 @@ TEST_CASE("attention planner: packed and paged calls, KV dtypes and sinks") {
                     {"sinks", TensorRef::contiguous(fake_addr(6), DType::kF32, {8}, kGpu)}};
   CHECK(selected(rt, "gqa_varlen_fwd", {{"backend", "portable"}}, varlen) ==
         "gqa_varlen_fwd.portable.fp16.d128.bm128.bn64.causal.sinks.sm_90a");
-  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.sm_90a");
+  CHECK(selected(rt, "gqa_varlen_fwd", {}, varlen) == "gqa_varlen_fwd.hopper.fp16.d128.bm128.bn128.causal.sinks.qtma.sm_90a");
 
   TensorArgs paged{{"q", TensorRef::contiguous(fake_addr(0), DType::kBF16, {40, 8, 64}, kGpu)},
                    {"k_pages", TensorRef::contiguous(fake_addr(1), DType::kE4M3, {9, 16, 2, 64}, kGpu)},
@@ -157,12 +157,12 @@ TEST_CASE("attention planner: the hopper backend of gqa_fwd and gqa_varlen_fwd, 
   test::TempDir dir("planner");
   attnjit::Runtime rt(options_in(dir));
   const nlohmann::json hopper = {{"backend", "hopper"}};
-  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.qtma.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {{"backend", "hopper"}, {"is_causal", false}, {"softcap", 20.0}, {"window_size_left", 9}},
-                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm192.bn128.window.softcap.sm_90a");
-  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.sm_90a");
+                 dense_args(64, DType::kF16)) == "gqa_fwd.hopper.fp16.d64.bm192.bn128.window.softcap.qtma.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", hopper, dense_args(256)) == "gqa_fwd.hopper.bf16.d256.bm128.bn64.causal.qtma.sm_90a");
   // 'auto' on sm_90a: the hopper kernel where it serves the call, the portable one elsewhere.
-  CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(selected(rt, "gqa_fwd", {}, dense_args(128)) == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.qtma.sm_90a");
   CHECK(selected(rt, "gqa_fwd", {}, dense_args(96)) == "gqa_fwd.portable.bf16.d96.bm128.bn32.causal.sm_90a");
   CHECK(rt.impl().op("gqa_fwd", {})->kernels_for(dense_args(128), "sm_80")[0].describe() ==
         "gqa_fwd.portable.bf16.d128.bm128.bn64.causal.sm_80");
@@ -207,9 +207,9 @@ TEST_CASE("attention planner: the persistent hopper gqa_fwd kernel, its tuning k
   const auto on = rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
   const auto one = rt_off.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
   CHECK(on.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.persistent.sm_90a");
-  CHECK(one.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.sm_90a");
+  CHECK(one.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.qtma.sm_90a");
   CHECK(test::contains(on.entry, ", false, true, false>"));  // SINKS, PERSISTENT, Q_TMA
-  CHECK(test::contains(one.entry, ", false, false, false>"));
+  CHECK(test::contains(one.entry, ", false, false, true>"));
   CHECK(spec_field(on, "persistent") == "1");
   CHECK(spec_field(one, "persistent") == "0");
   // The paged prefill path (a copying producer) keeps the one-tile grid whatever the knob says.
@@ -536,14 +536,14 @@ TEST_CASE("attention planner: bsa_bwd's main kernel per backend") {
                        doctest::Contains("bsa_bwd: unsupported: backend 'hopper': it needs sm_90a"), attnjit::Unsupported);
 }
 
-TEST_CASE("attention planner: the opt-in Q-by-TMA hopper gqa_fwd kernel and its tuning knob") {
+TEST_CASE("attention planner: the Q-by-TMA hopper gqa_fwd kernel (the default) and its tuning knob") {
   test::TempDir dir("planner");
-  attnjit::RuntimeOptions on_opts = test::options_in(dir);
-  on_opts.tune = nlohmann::json{{"gqa_fwd_q_tma", true}}.dump();
-  attnjit::Runtime rt(on_opts), rt_off(options_in(dir));
+  attnjit::RuntimeOptions off_opts = test::options_in(dir);
+  off_opts.tune = nlohmann::json{{"gqa_fwd_q_tma", false}}.dump();
+  attnjit::Runtime rt(options_in(dir)), rt_off(off_opts);
   const nlohmann::json hopper = {{"backend", "hopper"}};
-  // Off by default (compiled, not yet run on a GPU); tune.gqa_fwd_q_tma = true takes the Q_TMA kernel, a
-  // different cubin (key field q_tma).
+  // On by default (validated on an H100, 2026-12-08); tune.gqa_fwd_q_tma = false takes the kernel whose
+  // consumers copy Q, a different cubin (key field q_tma).
   const auto on = rt.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
   const auto off = rt_off.impl().op("gqa_fwd", hopper)->kernels_for(dense_args(128), "sm_90a").at(0);
   CHECK(on.describe() == "gqa_fwd.hopper.bf16.d128.bm128.bn128.causal.qtma.sm_90a");

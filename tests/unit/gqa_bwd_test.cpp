@@ -151,7 +151,7 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
   for (int64_t D : {64, 96, 128, 256}) {
     Call c(1, 70, 8, 2, D);
     const TensorArgs dev = c.device_args();
-    const bool hopper_d = D == 64 || D == 128;
+    const bool hopper_d = D != 96;
     INFO("D " << D);
     CHECK(main_of(nlohmann::json::object(), dev, "sm_90a") ==
           fmt::format("gqa_bwd.{}.fp16.d{}.causal", hopper_d ? "hopper" : "portable", D));
@@ -162,17 +162,20 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
       CHECK(hopper_error(rt, {{"backend", "hopper"}}, dev) ==
             "gqa_bwd: unsupported: backend 'hopper': its kernel serves head dims 64, 128 and 256, got D = 96");
   }
-  // D 256's hopper kernel (D split over the consumer warpgroups) serves only where its switch is on, and
-  // never deterministic.
+  // D 256's hopper kernel (D split over the consumer warpgroups) serves where its switch is on (the default),
+  // and never deterministic.
   {
     Call c(1, 70, 8, 2, 256);
     const TensorArgs dev = c.device_args();
-    CHECK(hopper_error(rt, {{"backend", "hopper"}}, dev) ==
-          "gqa_bwd: unsupported: backend 'hopper': its D = 256 kernel is compiled but not yet validated on a GPU; "
-          "ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1 (tune.gqa_bwd_hopper_d256) switches it on");
-    attnjit::RuntimeOptions on = test::options_in(dir);
-    on.tune = R"({"gqa_bwd_hopper_d256": true})";
-    attnjit::Runtime rt_on(on);
+    attnjit::RuntimeOptions off = test::options_in(dir);
+    off.tune = R"({"gqa_bwd_hopper_d256": false})";
+    attnjit::Runtime rt_off(off);
+    CHECK(hopper_error(rt_off, {{"backend", "hopper"}}, dev) ==
+          "gqa_bwd: unsupported: backend 'hopper': its D = 256 kernel is switched off: tune.gqa_bwd_hopper_d256 = false "
+          "(ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=0)");
+    CHECK(rt_off.impl().op("gqa_bwd", nlohmann::json::object())->kernels_for(dev, "sm_90a")[1].name ==
+          "gqa_bwd.portable.fp16.d256.causal");
+    attnjit::Runtime& rt_on = rt;
     CHECK(rt_on.impl().op("gqa_bwd", nlohmann::json::object())->kernels_for(dev, "sm_90a")[1].name ==
           "gqa_bwd.hopper.fp16.d256.causal");
     CHECK(rt_on.impl().op("gqa_bwd", {{"backend", "hopper"}, {"is_causal", false}})->kernels_for(dev, "sm_90a")[1].name ==
@@ -217,13 +220,11 @@ TEST_CASE("gqa_bwd: the backend choice per call, and the gaps an explicit backen
 
 // Every code path of the kernels compiles for sm_90a without spilling: the causal diagonal, the
 // deterministic turns, D 96's padded compute dim, D 256's 64-key tile with 16-query warp tiles, and the
-// hopper kernel's causal and deterministic paths, D 256's split-D hopper kernel included (its switch on).
+// hopper kernel's causal and deterministic paths, D 256's split-D hopper kernel included.
 // Registers and spills come from ptxas -v.
 TEST_CASE("gqa_bwd: the kernels of every code path compile for sm_90a without spills") {
   test::TempDir dir("gqabwdnvrtc");
-  attnjit::RuntimeOptions opts = test::options_in(dir);
-  opts.tune = R"({"gqa_bwd_hopper_d256": true})";
-  attnjit::Runtime rt(opts);
+  attnjit::Runtime rt(test::options_in(dir));
   struct Path {
     const char* backend;
     int64_t D;

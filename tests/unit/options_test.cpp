@@ -172,7 +172,9 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_persistent", 1}}), attnjit::InvalidArgument);
   }
   SUBCASE("ATTNJIT_TUNE_GQA_FWD_Q_TMA") {
-    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);  // off by default (compiled, not yet run on a GPU)
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);  // on by default (validated on an H100)
+    env.set("ATTNJIT_TUNE_GQA_FWD_Q_TMA", "0");
+    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);
     env.set("ATTNJIT_TUNE_GQA_FWD_Q_TMA", "1");
     CHECK(attnjit::ops::Tuning::read(nullptr).gqa_fwd_q_tma);
     CHECK(!attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", false}}).gqa_fwd_q_tma);
@@ -181,7 +183,9 @@ TEST_CASE("options: from_env reads every ATTNJIT_* variable") {
     CHECK_THROWS_AS(attnjit::ops::Tuning::read({{"gqa_fwd_q_tma", "yes"}}), attnjit::InvalidArgument);
   }
   SUBCASE("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256") {
-    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);  // off by default (compiled, not yet run on a GPU)
+    CHECK(attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);  // on by default (validated on an H100)
+    env.set("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", "0");
+    CHECK(!attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);
     env.set("ATTNJIT_TUNE_GQA_BWD_HOPPER_D256", "1");
     CHECK(attnjit::ops::Tuning::read(nullptr).gqa_bwd_hopper_d256);
     CHECK(!attnjit::ops::Tuning::read({{"gqa_bwd_hopper_d256", false}}).gqa_bwd_hopper_d256);

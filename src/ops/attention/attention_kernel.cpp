@@ -191,7 +191,7 @@ HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype,
   k.kv_mode = paged ? KvMode::kPaged : cfg.varlen ? KvMode::kPacked : KvMode::kDense;
   k.sinks = sinks;
   // NOTE: the persistent kernel's producer is one TMA thread; the paged producer's 128 copying threads keep
-  // the one-tile grid (compiled, not yet run on a GPU: issue 28).
+  // the one-tile grid.
   k.persistent = persistent && !paged;
   k.q_tma = q_tma && !paged && !k.persistent;
   k.arch = arch;

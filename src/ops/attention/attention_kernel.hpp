@@ -83,7 +83,7 @@ std::string hopper_attention_gap(const GqaConfig& cfg, DType in_dtype, DType com
                                  const std::string& arch);
 // paged: gqa_paged_fwd's prefill path (keys from pool pages; cfg.varlen must be set). persistent: the
 // persistent kernel where it serves (not with paged keys; gqa_fwd / gqa_varlen_fwd pass the tuning knob
-// gqa_fwd_persistent, off by default). q_tma: the Q-by-TMA one-tile kernel (tuning knob gqa_fwd_q_tma, off
+// gqa_fwd_persistent, off by default). q_tma: the Q-by-TMA one-tile kernel (tuning knob gqa_fwd_q_tma, on
 // by default; not with paged keys, and the persistent kernel takes precedence).
 HopperAttentionChoice choose_hopper_attention(const GqaConfig& cfg, DType dtype, int64_t D, bool sinks,
                                               const std::string& arch, bool paged = false, bool persistent = false,

@@ -223,15 +223,13 @@ std::string tma_sources_gap(const GqaBwdCall& c) {
 
 // Why the hopper main kernel cannot serve a call's static properties ("" when it can).
 // The D 256 kernel (D split over the consumer warpgroups) adds dQ with atomics, so it has no deterministic
-// form, and it is compiled but not yet validated on a GPU: it serves only where tune.gqa_bwd_hopper_d256
-// switches it on.
+// form; tune.gqa_bwd_hopper_d256 = false switches it off (D 256 then runs on the portable kernel).
 std::string hopper_static_gap(const GqaBwdCall& c, const std::string& arch, bool det, const Tuning& tuning) {
   if (std::string gap = hopper_arch_gap(arch); !gap.empty()) return gap;
   if (!kernels::gqa_bwd_hopper_head_dim(static_cast<int>(c.D)))
     return fmt::format("its kernel serves head dims 64, 128 and 256, got D = {}", c.D);
   if (c.D == 256 && !tuning.gqa_bwd_hopper_d256)
-    return "its D = 256 kernel is compiled but not yet validated on a GPU; ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=1 "
-           "(tune.gqa_bwd_hopper_d256) switches it on";
+    return "its D = 256 kernel is switched off: tune.gqa_bwd_hopper_d256 = false (ATTNJIT_TUNE_GQA_BWD_HOPPER_D256=0)";
   if (c.D == 256 && det) return "its D = 256 kernel adds dQ with atomics; deterministic: true at D = 256 is portable only";
   return "";
 }
